@@ -1,0 +1,113 @@
+#include "backends/backend.h"
+
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/hash.h"
+#include "harness/process.h"
+
+namespace kb {
+
+std::unique_ptr<Backend> make_cpu_backend();
+#if KBISECT_WITH_CUDA
+std::unique_ptr<Backend> make_cuda_backend();
+#endif
+#if KBISECT_WITH_HIP
+std::unique_ptr<Backend> make_hip_backend();
+#endif
+
+std::vector<Backend*> backends() {
+  static std::vector<std::unique_ptr<Backend>> owned = [] {
+    std::vector<std::unique_ptr<Backend>> v;
+    v.push_back(make_cpu_backend());
+#if KBISECT_WITH_CUDA
+    v.push_back(make_cuda_backend());
+#endif
+#if KBISECT_WITH_HIP
+    v.push_back(make_hip_backend());
+#endif
+    return v;
+  }();
+  std::vector<Backend*> out;
+  for (auto& b : owned) out.push_back(b.get());
+  return out;
+}
+
+Backend* find_backend(const std::string& name) {
+  for (auto* b : backends())
+    if (b->name() == name) return b;
+  return nullptr;
+}
+
+Backend& backend_for(const Toolchain& tc) {
+  if (auto* b = find_backend(tc.backend)) return *b;
+  throw InputError(fmt::format("toolchain '{}' needs backend '{}', which is not built into this kbisect", tc.name,
+                               tc.backend));
+}
+
+const KernelDecl& find_kernel(const std::string& backend, const std::string& name) {
+  Backend* b = find_backend(backend);
+  if (!b) throw InputError(fmt::format("backend '{}' is not built into this kbisect", backend));
+  std::string names;
+  for (const auto& k : b->kernels()) {
+    if (k.name == name) return k;
+    names += (names.empty() ? "" : ", ") + k.name;
+  }
+  throw InputError(fmt::format("unknown kernel '{}' for backend {} (kernels: {})", name, backend, names));
+}
+
+std::vector<const KernelDecl*> all_kernels() {
+  std::vector<const KernelDecl*> out;
+  for (auto* b : backends())
+    for (const auto& k : b->kernels()) out.push_back(&k);
+  return out;
+}
+
+std::string kernel_dir() {
+  namespace fs = std::filesystem;
+  if (const char* d = getenv("KBISECT_KERNEL_DIR"); d && *d) return d;
+  std::string exe = executable_path();
+  if (!exe.empty()) {
+    fs::path installed = fs::path(exe).parent_path().parent_path() / "share" / "kbisect" / "kernels";
+    if (fs::is_directory(installed)) return installed.string();
+  }
+  return KBISECT_SOURCE_KERNEL_DIR;
+}
+
+void identify_compiler_binary(Toolchain& tc, const std::vector<std::string>& version_argv) {
+  Hasher h;
+  h.add("kbisect-toolchain-v1").add(tc.backend).add(tc.kind).add(tc.target);
+  for (const auto& f : tc.flags) h.add(f);
+  for (const auto& [k, v] : tc.env) h.add(k).add(v);
+  auto hash_program = [&](const std::string& role, const std::string& prog) {
+    std::string path = which(prog);
+    if (path.empty()) throw EnvError(fmt::format("toolchain '{}': {} not found: {}", tc.name, role, prog));
+    std::error_code ec;
+    auto real = std::filesystem::canonical(path, ec);
+    h.add(role).add(sha256_file(ec ? path : real.string()));
+  };
+  if (!tc.compiler.empty()) hash_program("compiler", tc.compiler);
+  for (const auto& [role, prog] : tc.tools) hash_program(role, prog);
+  if (!version_argv.empty()) {
+    RunOptions o;
+    o.timeout_s = 60;
+    o.env_set = tc.env;
+    auto r = run_process(version_argv, o);
+    std::string text = r.out + r.err;
+    h.add(text);
+    tc.version_text = text.substr(0, text.find('\n'));
+  }
+  tc.identity = h.hex();
+}
+
+void Backend::identify(Toolchain& tc) const {
+  std::vector<std::string> argv;
+  if (!tc.compiler.empty()) argv = {tc.compiler, "--version"};
+  identify_compiler_binary(tc, argv);
+}
+
+}  // namespace kb

@@ -1,0 +1,108 @@
+// One Backend interface (DESIGN rule 2): compile -> Artifact, load -> Executable, available().
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/toolchain.h"
+#include "harness/case.h"
+
+namespace kb {
+
+// The result of compiling one kernel instance with one toolchain.
+struct Artifact {
+  std::string kernel, backend;
+  Params params;
+  DType dtype = DType::f32;
+  std::string toolchain, toolchain_identity, target;
+  std::string binary_path;   // the compiled object in the cache directory (.so / .cubin / .hsaco)
+  std::string entry;         // symbol / kernel function name to load
+  std::string code_hash;     // over code sections only, so "same machine code" is detectable
+  int64_t code_bytes = 0;
+  double compile_s = 0;
+  bool cache_hit = false;
+  std::string cache_key;
+  // Backend-specific static metrics by name: registers, spill_stores, spill_loads, stack_bytes,
+  // smem_bytes, vgprs, sgprs, agprs, lds_bytes, scratch_bytes, occupancy, ...
+  std::map<std::string, double> metrics;
+  std::string log;           // compiler output (warnings, -v resource lines)
+};
+
+// Per-sample conditions a backend can report (GPU clocks); unset fields are omitted in output.
+struct TimedSample {
+  double seconds = 0;          // time per kernel execution
+  double clock_mhz = 0;        // SM clock during the sample, 0 if unknown
+  bool throttled = false;      // backend says: discard (NVBench: clock < 75% of default)
+};
+
+// A loaded, launchable kernel in this process, bound to one shape at a time.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Allocate buffers for the shape and upload inputs (row-major A: MxK, B: KxN, already rounded to
+  // the artifact's dtype). Throws Error if the shape cannot run.
+  virtual void prepare(const Shape& shape, const std::vector<float>& A, const std::vector<float>& B) = 0;
+  // Runs `batch` back-to-back executions and returns the time per execution. Blocks until done.
+  virtual TimedSample run(int batch) = 0;
+  // Evicts caches so that the next run is cold (CPU: touch a buffer >= 2x LLC; GPU: L2 flush).
+  virtual void flush_caches() = 0;
+  // C (MxN, row-major) as fp32, after at least one run.
+  virtual std::vector<float> result() = 0;
+  // What the timer measures with ("steady_clock", "cuda-events", ...).
+  virtual std::string clock_name() const = 0;
+};
+
+struct Availability {
+  bool ok = false;
+  std::string reason;  // why not, when !ok
+};
+
+struct CompileRequest {
+  const KernelDecl* kernel = nullptr;
+  Params params;           // complete (defaults filled)
+  DType dtype = DType::f32;
+  const Toolchain* toolchain = nullptr;  // identity resolved
+  std::string kernel_dir;  // where kernel sources live
+  std::string out_dir;     // an empty directory for the artifact's files
+  double timeout_s = 300;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Can kernels run here? Compile-only work is possible even when not.
+  virtual Availability available() = 0;
+  // Kernels this backend declares.
+  virtual const std::vector<KernelDecl>& kernels() const = 0;
+  // Toolchains found on this machine.
+  virtual std::vector<Toolchain> presets() const = 0;
+  // Compile kinds this backend accepts ("gcc", "clang", "nvcc", ...).
+  virtual std::vector<std::string> kinds() const = 0;
+  // Computes identity + version text for a toolchain of this backend. Default: hashes the
+  // compiler binary (symlinks resolved) + `compiler --version` + kind + flags + target + tools.
+  virtual void identify(Toolchain& tc) const;
+  // Compiles into req.out_dir; sets everything but cache fields. Throws CompileError with the log.
+  virtual Artifact compile(const CompileRequest& req) = 0;
+  // Loads an artifact (possibly from the cache) into this process. Throws EnvError if unavailable.
+  virtual std::unique_ptr<Executable> load(const Artifact& art) = 0;
+};
+
+// The registry: backends compiled into this build, by name ("cpu" always; "cuda"/"hip" when built).
+std::vector<Backend*> backends();
+Backend* find_backend(const std::string& name);  // nullptr if not built in
+Backend& backend_for(const Toolchain& tc);        // throws InputError naming the backend
+// A kernel declared by a backend; throws InputError listing the kernels of that backend.
+const KernelDecl& find_kernel(const std::string& backend, const std::string& name);
+std::vector<const KernelDecl*> all_kernels();
+
+// Where kernel sources are: $KBISECT_KERNEL_DIR, else <exe>/../share/kbisect/kernels, else the
+// source tree's kernels/ (compiled in).
+std::string kernel_dir();
+
+// Default identity material shared by backends (see Backend::identify).
+void identify_compiler_binary(Toolchain& tc, const std::vector<std::string>& version_argv);
+
+}  // namespace kb

@@ -1,0 +1,151 @@
+#include "backends/cache.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/hash.h"
+
+namespace kb {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+json params_to_json(const Params& p) {
+  json j = json::object();
+  for (const auto& [k, v] : p.values()) {
+    if (auto i = std::get_if<int64_t>(&v)) j[k] = *i;
+    else if (auto f = std::get_if<double>(&v)) j[k] = *f;
+    else j[k] = std::get<std::string>(v);
+  }
+  return j;
+}
+
+Params params_from_json(const json& j) {
+  Params p;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_number_integer()) p.set(it.key(), it->get<int64_t>());
+    else if (it->is_number()) p.set(it.key(), it->get<double>());
+    else p.set(it.key(), it->get<std::string>());
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string artifact_to_json(const Artifact& a) {
+  json j;
+  j["kernel"] = a.kernel;
+  j["backend"] = a.backend;
+  j["params"] = params_to_json(a.params);
+  j["dtype"] = to_string(a.dtype);
+  j["toolchain"] = a.toolchain;
+  j["toolchain_identity"] = a.toolchain_identity;
+  j["target"] = a.target;
+  j["binary"] = a.binary_path;
+  j["entry"] = a.entry;
+  j["code_hash"] = a.code_hash;
+  j["code_bytes"] = a.code_bytes;
+  j["compile_s"] = a.compile_s;
+  j["cache_key"] = a.cache_key;
+  j["metrics"] = a.metrics;
+  j["log"] = a.log;
+  return j.dump(2);
+}
+
+Artifact artifact_from_json(const std::string& text) {
+  json j = json::parse(text);
+  Artifact a;
+  a.kernel = j.at("kernel");
+  a.backend = j.at("backend");
+  a.params = params_from_json(j.at("params"));
+  a.dtype = parse_dtype(j.at("dtype"));
+  a.toolchain = j.at("toolchain");
+  a.toolchain_identity = j.at("toolchain_identity");
+  a.target = j.at("target");
+  a.binary_path = j.at("binary");
+  a.entry = j.at("entry");
+  a.code_hash = j.at("code_hash");
+  a.code_bytes = j.at("code_bytes");
+  a.compile_s = j.at("compile_s");
+  a.cache_key = j.value("cache_key", "");
+  a.metrics = j.at("metrics").get<std::map<std::string, double>>();
+  a.log = j.value("log", "");
+  return a;
+}
+
+std::string CompileCache::default_cache_dir_for_compile() { return default_cache_dir() + "/compile"; }
+
+CompileCache::CompileCache(std::string dir) : dir_(std::move(dir)) {}
+
+std::string CompileCache::key(const CompileRequest& req) const {
+  if (!req.kernel || !req.toolchain) throw Error("CompileCache::key: incomplete request");
+  if (req.toolchain->identity.empty()) throw Error("CompileCache::key: toolchain identity not resolved");
+  Hasher h;
+  h.add("kbisect-compile-v1").add(req.kernel->backend).add(req.kernel->name);
+  h.add(read_file(req.kernel_dir + "/" + req.kernel->source));
+  for (const auto& s : req.kernel->extra_sources) h.add(s).add(read_file(req.kernel_dir + "/" + s));
+  h.add(req.params.str()).add(to_string(req.dtype));
+  h.add(req.toolchain->identity).add(req.toolchain->target);
+  return h.hex();
+}
+
+Artifact CompileCache::compile(Backend& backend, CompileRequest req) {
+  std::string k = key(req);
+  std::string final_dir = dir_ + "/" + k.substr(0, 2) + "/" + k;
+  std::string meta = final_dir + "/artifact.json";
+  if (file_exists(meta)) {
+    try {
+      Artifact a = artifact_from_json(read_file(meta));
+      if (file_exists(a.binary_path)) {
+        a.cache_hit = true;
+        a.toolchain = req.toolchain->name;  // the same identity may be known under another name
+        return a;
+      }
+    } catch (const std::exception&) {
+      // A damaged entry is rebuilt below.
+    }
+  }
+  make_dirs(dir_ + "/" + k.substr(0, 2));
+  std::string work = fmt::format("{}.tmp.{}.{}", final_dir, getpid(), std::rand());
+  remove_tree(work);
+  make_dirs(work);
+  req.out_dir = work;
+  Artifact a;
+  try {
+    a = backend.compile(req);
+  } catch (...) {
+    remove_tree(work);
+    throw;
+  }
+  a.cache_key = k;
+  // Paths inside the artifact point into the final directory.
+  auto rebase = [&](std::string& p) {
+    if (p.rfind(work, 0) == 0) p = final_dir + p.substr(work.size());
+  };
+  rebase(a.binary_path);
+  write_file_atomic(work + "/artifact.json", artifact_to_json(a));
+  std::error_code ec;
+  fs::rename(work, final_dir, ec);
+  if (ec) {
+    // Another process finished the same key first: use ours from its final place if it exists.
+    remove_tree(work);
+    if (!file_exists(meta)) throw EnvError(fmt::format("{}: cannot store compiled artifact: {}", final_dir, ec.message()));
+    Artifact other = artifact_from_json(read_file(meta));
+    other.cache_hit = false;
+    other.compile_s = a.compile_s;
+    other.toolchain = req.toolchain->name;
+    return other;
+  }
+  a.cache_hit = false;
+  return a;
+}
+
+}  // namespace kb

@@ -1,0 +1,9 @@
+// The CPU kernels' declarations (names, parameters, constraints, built-in configs).
+#pragma once
+#include <vector>
+
+#include "harness/case.h"
+
+namespace kb {
+const std::vector<KernelDecl>& cpu_kernels();
+}

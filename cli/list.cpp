@@ -1,0 +1,41 @@
+// kbisect list: kernels, toolchains found, backends and, when unavailable, why.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "backends/backend.h"
+#include "cli/command.h"
+
+namespace kb::cli {
+namespace {
+
+int run_list() {
+  std::cout << "backends:\n";
+  for (auto* b : backends()) {
+    auto av = b->available();
+    std::cout << fmt::format("  {:<6} {}\n", b->name(), av.ok ? "available" : "unavailable: " + av.reason);
+  }
+  std::cout << "kernels:\n";
+  for (const auto* k : all_kernels()) {
+    std::string ps, ds;
+    for (const auto& p : k->params) ps += (ps.empty() ? "" : " ") + p.name + "=" + to_string(p.default_value);
+    for (auto d : k->dtypes) ds += (ds.empty() ? "" : ",") + to_string(d);
+    std::cout << fmt::format("  {:<5} {:<18} [{}] dtypes={}\n", k->backend, k->name, ps, ds);
+    std::cout << fmt::format("        {}\n", k->description);
+  }
+  std::cout << "toolchains:\n";
+  for (const auto& t : preset_toolchains()) {
+    std::string flags;
+    for (const auto& f : t.flags) flags += (flags.empty() ? "" : " ") + f;
+    std::cout << fmt::format("  {:<16} {:<5} {:<10} {} {}{}\n", t.name, t.backend, t.kind,
+                             t.compiler.empty() ? "(in-process)" : t.compiler, flags,
+                             t.target.empty() ? "" : " target=" + t.target);
+  }
+  return 0;
+}
+
+Registrar reg("list", "List kernels, toolchains found on this machine and backends (with why one is unavailable)",
+              [](CLI::App*) { return [] { return run_list(); }; });
+
+}  // namespace
+}  // namespace kb::cli
