@@ -1,0 +1,42 @@
+// Measurement the NVBench way: warmup by time, batches sized to a minimum sample time, samples until
+// the noise target is met (with min samples / min time, capped by max time / max samples), hot or cold
+// (caches evicted before every sample). Several executables are measured together, interleaved in
+// randomized blocks (each round runs every executable once, in a shuffled order), so drift hits all alike
+// and round i of each executable forms a pair/tuple.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "backends/backend.h"
+#include "harness/results.h"
+
+namespace kb {
+
+struct MeasureConfig {
+  std::string mode = "hot";  // hot | cold
+  double warmup_s = 0.05;
+  double min_sample_s = 0.0005;  // hot mode: batch grows until one sample takes at least this long
+  int min_samples = 10;
+  int max_samples = 2000;
+  double min_time_s = 0.05;   // measured time (sum of samples) at least this
+  double max_time_s = 3.0;    // wall time cap for the whole measurement
+  double noise = 0.005;       // stop when every executable's ci_rel <= noise
+  uint64_t seed = 1;          // shuffling of interleaved blocks
+};
+
+struct Measurement {
+  std::vector<double> samples_s;
+  std::vector<double> clocks_mhz;
+  MeasureConditions conditions;
+};
+
+// Optional extra stop rule, evaluated after each round with everything measured so far (ab/bisect
+// decide statistically). Returns true to stop ("decided").
+using StopRule = std::function<bool(const std::vector<Measurement>&)>;
+
+// Measures all executables (each already prepare()d) interleaved. Throws Error if a run throws.
+std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
+                                             const StopRule& stop = nullptr);
+
+}  // namespace kb

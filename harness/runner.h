@@ -1,0 +1,34 @@
+// Runs planned cases: compile (cached) -> load -> prepare inputs -> correctness vs the Eigen reference
+// -> ready to measure. Failures stay contained in the case's result (DESIGN: nothing measured is lost).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cache.h"
+#include "harness/reference.h"
+#include "harness/results.h"
+#include "harness/sweep.h"
+
+namespace kb {
+
+struct PreparedCase {
+  CaseResult result;                 // static metrics, correctness, status so far
+  std::unique_ptr<Executable> exe;   // null unless ready to measure (status ok so far)
+  bool ready() const { return exe != nullptr; }
+};
+
+// Compiles the case (static metrics are recorded even when the backend cannot run), loads it, prepares
+// inputs for its shape and checks correctness. Never throws for a case-level failure: the result says
+// failed / skipped / incorrect with the reason.
+PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceCache& refs);
+
+// Fills samples, conditions and summary of a prepared case from a measurement.
+void record_measurement(CaseResult& r, const Measurement& m);
+
+// Runs a whole sweep, one case after the other, and saves the results after every case (atomic
+// write), so a crash loses at most the case in flight. `progress` prints "case i/N ... ETA" to stderr.
+RunResults run_sweep(const Sweep& sweep, const std::string& results_path, bool progress);
+
+}  // namespace kb
