@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <new>
 
 #include "kb_cpu_kernel.h"
 
@@ -103,5 +105,20 @@ inline void block_multiply(const float* pa, const float* pb, float* C, int64_t l
 }
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// A 64-byte aligned float buffer owned by one kb_gemm call. Allocated per call (no thread_local or
+// static state), so a kernel .so can be dlclose'd at any time and called from several threads.
+class FloatBuffer {
+ public:
+  explicit FloatBuffer(int64_t n)
+      : p_(static_cast<float*>(::operator new(size_t(n) * sizeof(float), std::align_val_t{64}))) {}
+  ~FloatBuffer() { ::operator delete(p_, std::align_val_t{64}); }
+  FloatBuffer(const FloatBuffer&) = delete;
+  FloatBuffer& operator=(const FloatBuffer&) = delete;
+  float* data() const { return p_; }
+
+ private:
+  float* p_;
+};
 
 }  // namespace kbk
