@@ -59,7 +59,13 @@ KernelDecl matmul_pipelined() {
     int64_t stages = p.get_int("STAGES"), consumers = p.get_int("CONSUMERS");
     if (stages < 2 || stages > 8) return fmt::format("STAGES={} must be in 2..8", stages);
     if (consumers < 1 || consumers > 8) return fmt::format("CONSUMERS={} must be in 1..8", consumers);
-    return tiled_check(p, d, t);
+    if (auto why = tiled_check(p, d, t)) return why;
+    // Each slot holds one B panel (BK x BN) and one A block (BM x BK) per consumer, in fp32.
+    const int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK");
+    const int64_t ring_bytes = stages * (bk * bn + consumers * bm * bk) * int64_t(sizeof(float));
+    if (ring_bytes > (int64_t(64) << 20))
+      return fmt::format("ring of STAGES={} slots needs {} MiB (limit 64 MiB)", stages, ring_bytes >> 20);
+    return std::nullopt;
   };
   k.check_shape = [](const Params&, const Shape&) -> std::optional<std::string> { return std::nullopt; };
   return k;
