@@ -61,9 +61,10 @@ class MedianCollector : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) {
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
-        median_s[r.run_name.function_name] = r.GetAdjustedRealTime() * 1e-9;  // ns by default
-      if (r.run_type == Run::RT_Iteration) last_s[r.run_name.function_name] = r.GetAdjustedRealTime() * 1e-9;
+      // GetAdjustedRealTime() is per iteration, in the benchmark's time unit.
+      const double s = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") median_s[r.run_name.function_name] = s;
+      if (r.run_type == Run::RT_Iteration) last_s[r.run_name.function_name] = s;
     }
     ConsoleReporter::ReportRuns(runs);
   }
