@@ -8,6 +8,7 @@
 // Prints Google Benchmark's table, GFLOP/s per kernel and shape (median over repetitions), and as its
 // last line: "matmul_tiled/eigen 1024^3 fp32: <Eigen time / our time>".
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,7 @@ struct Contender {
 // Collects each benchmark's median real time (seconds per iteration) while printing the usual table.
 class MedianCollector : public benchmark::ConsoleReporter {
  public:
+  MedianCollector() : ConsoleReporter(isatty(1) ? OO_ColorTabular : OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) {
       // GetAdjustedRealTime() is per iteration, in the benchmark's time unit.
