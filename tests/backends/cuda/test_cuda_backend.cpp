@@ -1,0 +1,342 @@
+// CUDA backend tests that need no GPU: every kernel config compiles through every compile path for the
+// arches it claims, cubin metrics equal ptxas' own figures, spills show up under register starvation,
+// code hashes track code, the no-driver reason is exact, and a sweep skips CUDA cases with static metrics.
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "backends/cuda/cubin_metrics.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/process.h"
+
+namespace kb {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool driver_present() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h) dlclose(h);
+  return h != nullptr;
+}
+
+Backend& cuda_backend() {
+  Backend* b = find_backend("cuda");
+  if (!b) throw Error("cuda backend not built in");
+  return *b;
+}
+
+Toolchain preset(const std::string& name) {
+  for (auto& t : cuda_backend().presets())
+    if (t.name == name) {
+      resolve_identity(t);
+      return t;
+    }
+  throw Error("no preset " + name);
+}
+
+bool has_preset(const std::string& name) {
+  for (auto& t : cuda_backend().presets())
+    if (t.name == name) return true;
+  return false;
+}
+
+struct Compiled {
+  Artifact art;
+  std::string error;
+};
+
+Compiled compile(const KernelDecl& k, const Params& p, DType d, const Toolchain& tc) {
+  CompileRequest req;
+  req.kernel = &k;
+  req.params = k.complete(p);
+  req.dtype = d;
+  req.toolchain = &tc;
+  req.kernel_dir = kernel_dir();
+  req.out_dir = temp_dir("kb-cuda-test");
+  Compiled c;
+  try {
+    c.art = cuda_backend().compile(req);
+  } catch (const CompileError& e) {
+    c.error = std::string(e.what()) + "\n" + e.log();
+  } catch (const Error& e) {
+    c.error = e.what();
+  }
+  return c;
+}
+
+// Cubin metrics must equal ptxas' -v figures in the compile log (nvcc's and clang's logs are ptxas
+// output; NVRTC's log carries them with -Xptxas=-v).
+void expect_matches_ptxas(const Artifact& a, const std::string& what) {
+  auto p = cuda::parse_ptxas_log(a.log, a.entry);
+  ASSERT_TRUE(p.registers.has_value()) << what << ": no ptxas -v lines in log:\n" << a.log;
+  EXPECT_EQ(a.metrics.at("registers"), double(*p.registers)) << what;
+  ASSERT_TRUE(p.stack_frame.has_value()) << what;
+  EXPECT_EQ(a.metrics.count("frame_bytes") ? a.metrics.at("frame_bytes") : 0.0, double(*p.stack_frame)) << what;
+  EXPECT_EQ(a.metrics.at("smem_bytes"), double(p.smem_bytes.value_or(0))) << what;
+  EXPECT_EQ(a.metrics.at("spill_stores"), double(*p.spill_stores)) << what;
+}
+
+TEST(CudaBackend, NoDriverReasonIsExact) {
+  if (driver_present()) GTEST_SKIP() << "libcuda.so.1 is present on this machine";
+  auto av = cuda_backend().available();
+  EXPECT_FALSE(av.ok);
+  EXPECT_EQ(av.reason, "no CUDA driver (libcuda.so.1 not found)");
+  // Loading an artifact must fail with the same reason, as an environment error.
+  const auto& k = find_kernel("cuda", "matmul_tiled");
+  auto tc = preset("nvrtc-sm80");
+  auto c = compile(k, k.configs.at(1).second, DType::f32, tc);
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  try {
+    cuda_backend().load(c.art);
+    FAIL() << "load succeeded without a driver";
+  } catch (const EnvError& e) {
+    EXPECT_EQ(std::string(e.what()), "no CUDA driver (libcuda.so.1 not found)");
+  }
+}
+
+TEST(CudaBackend, PresetsAndKinds) {
+  auto kinds = cuda_backend().kinds();
+  EXPECT_EQ(kinds, (std::vector<std::string>{"nvcc", "nvrtc", "clang-cuda"}));
+  for (const char* n : {"nvcc-sm80", "nvcc-sm90a", "nvrtc-sm80", "nvrtc-sm90a"}) EXPECT_TRUE(has_preset(n)) << n;
+  for (auto& t : cuda_backend().presets()) {
+    EXPECT_EQ(t.backend, "cuda");
+    EXPECT_NO_THROW(cuda::arch_limits(t.target)) << t.name;
+    if (t.kind == "clang-cuda") EXPECT_TRUE(t.tools.count("ptxas")) << t.name;
+  }
+  auto a = preset("nvrtc-sm80"), b = preset("nvrtc-sm90a");
+  EXPECT_FALSE(a.identity.empty());
+  EXPECT_NE(a.identity, b.identity);  // target is part of the identity
+  EXPECT_NE(a.version_text.find("NVRTC"), std::string::npos);
+}
+
+TEST(CudaBackend, CheckParamsRejectsWithReasons) {
+  const auto& ws90 = find_kernel("cuda", "matmul_ws_sm90");
+  auto why = ws90.check_params(ws90.complete({}), DType::bf16, "sm_80");
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("sm_90a"), std::string::npos);
+  EXPECT_FALSE(ws90.check_params(ws90.complete({}), DType::bf16, "sm_90a").has_value());
+  EXPECT_TRUE(ws90.check_params(ws90.complete({{"BN", 96}}), DType::bf16, "sm_90a").has_value());
+  const auto& tiled = find_kernel("cuda", "matmul_tiled");
+  EXPECT_TRUE(tiled.check_params(tiled.complete({{"BK", 48}}), DType::bf16, "sm_80").has_value());
+  EXPECT_TRUE(tiled.check_params(tiled.complete({{"TM", 3}}), DType::f32, "sm_80").has_value());
+  // 4 stages of 128x64 + 64x256 bf16 = 384 KiB: over every arch's budget.
+  EXPECT_TRUE(tiled.check_params(tiled.complete({{"BK", 64}, {"BN", 256}, {"STAGES", 4}, {"WN", 64}}), DType::bf16,
+                                 "sm_90a")
+                  .has_value());
+  EXPECT_TRUE(tiled.check_shape(tiled.complete({}), Shape{64, 64, 0}).has_value());
+  const auto& ws80 = find_kernel("cuda", "matmul_ws_sm80");
+  EXPECT_TRUE(ws80.check_shape(ws80.complete({}), Shape{128, 100, 64}).has_value());  // N % 8
+  EXPECT_FALSE(ws80.check_shape(ws80.complete({}), Shape{100, 128, 64}).has_value());  // M is free
+  EXPECT_THROW(cuda::arch_limits("gfx90a"), InputError);
+}
+
+TEST(CudaBackend, OccupancyCalculator) {
+  auto a80 = cuda::arch_limits("sm_80");
+  EXPECT_DOUBLE_EQ(cuda::theoretical_occupancy(a80, 32, 256, 0), 1.0);
+  // 238 regs x 128 threads: 7680 regs per warp -> 2 warps per sub-partition -> 2 blocks of 4 warps.
+  EXPECT_DOUBLE_EQ(cuda::theoretical_occupancy(a80, 238, 128, 48 * 1024), 8.0 / 64);
+  // Shared memory bound: 100 KiB per block on sm_80 (164 KiB per SM) -> 1 block.
+  EXPECT_DOUBLE_EQ(cuda::theoretical_occupancy(a80, 32, 256, 100 * 1024), 8.0 / 64);
+  auto a90 = cuda::arch_limits("sm_90a");
+  EXPECT_TRUE(a90.arch_specific);
+  EXPECT_DOUBLE_EQ(cuda::theoretical_occupancy(a90, 168, 384, 140000), 12.0 / 64);
+}
+
+TEST(CudaBackend, PtxasLogParser) {
+  const std::string log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'other' for 'sm_80'\n"
+      "ptxas info    : Function properties for other\n"
+      "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 0 barriers, 388 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function 'kb_matmul' for 'sm_80'\n"
+      "ptxas info    : Function properties for kb_matmul\n"
+      "    96 bytes stack frame, 120 bytes spill stores, 88 bytes spill loads\n"
+      "ptxas info    : Used 32 registers, used 1 barriers, 4096 bytes smem, 388 bytes cmem[0]\n";
+  auto f = cuda::parse_ptxas_log(log, "kb_matmul");
+  EXPECT_EQ(f.registers, 32);
+  EXPECT_EQ(f.stack_frame, 96);
+  EXPECT_EQ(f.spill_stores, 120);
+  EXPECT_EQ(f.spill_loads, 88);
+  EXPECT_EQ(f.smem_bytes, 4096);
+  EXPECT_FALSE(cuda::parse_ptxas_log("", "kb_matmul").registers.has_value());
+}
+
+// The matrix: every kernel config x dtype through nvcc and NVRTC for each arch it claims, and clang-19
+// (+ptxas) where present. Compiles run two at a time; each is checked against ptxas' figures.
+TEST(CudaBackend, EveryConfigCompilesOnEveryClaimedArch) {
+  std::vector<std::string> tcs = {"nvcc-sm80", "nvcc-sm90a", "nvrtc-sm80", "nvrtc-sm90a"};
+  for (const char* n : {"clang19-cuda-sm80", "clang19-cuda-sm90a"})
+    if (has_preset(n)) tcs.push_back(n);
+  std::vector<Toolchain> toolchains;
+  for (auto& n : tcs) toolchains.push_back(preset(n));
+
+  struct Job {
+    const KernelDecl* k;
+    std::string config;
+    Params params;
+    DType dtype;
+    const Toolchain* tc;
+  };
+  std::vector<Job> jobs;
+  std::map<std::string, int> per_kernel;
+  for (const auto* k : all_kernels()) {
+    if (k->backend != "cuda") continue;
+    for (const auto& [cname, p] : k->configs)
+      for (DType d : k->dtypes)
+        for (const auto& tc : toolchains) {
+          Params full = k->complete(p);
+          if (k->check_params(full, d, tc.target)) continue;  // not claimed for this arch
+          jobs.push_back({k, cname, full, d, &tc});
+          per_kernel[k->name]++;
+        }
+  }
+  // Each kernel is claimed somewhere; ws_sm90 only on sm_90a.
+  EXPECT_GT(per_kernel["matmul_tiled"], 0);
+  EXPECT_GT(per_kernel["matmul_ws_sm80"], 0);
+  EXPECT_GT(per_kernel["matmul_ws_sm90"], 0);
+
+  std::vector<Compiled> results(jobs.size());
+  std::mutex mu;
+  size_t next = 0;
+  auto worker = [&] {
+    for (;;) {
+      size_t i;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (next == jobs.size()) return;
+        i = next++;
+      }
+      results[i] = compile(*jobs[i].k, jobs[i].params, jobs[i].dtype, *jobs[i].tc);
+    }
+  };
+  auto f1 = std::async(std::launch::async, worker);
+  worker();
+  f1.get();
+
+  std::set<std::string> cross_checked;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto& j = jobs[i];
+    std::string what = fmt::format("{}[{}]/{}/{}", j.k->name, j.config, to_string(j.dtype), j.tc->name);
+    const auto& c = results[i];
+    ASSERT_TRUE(c.error.empty()) << what << ": " << c.error;
+    const auto& a = c.art;
+    EXPECT_TRUE(fs::exists(a.binary_path)) << what;
+    EXPECT_EQ(a.entry, "kb_matmul");
+    EXPECT_GT(a.code_bytes, 0) << what;
+    EXPECT_EQ(a.code_hash.size(), 64u) << what;
+    EXPECT_GT(a.metrics.at("registers"), 0) << what;
+    EXPECT_LE(a.metrics.at("registers"), 255) << what;
+    EXPECT_GT(a.metrics.at("occupancy"), 0) << what;
+    EXPECT_LE(a.metrics.at("occupancy"), 1) << what;
+    EXPECT_EQ(a.metrics.at("threads_per_block"),
+              cuda::launch_shape(a.kernel, a.params, a.dtype).threads) << what;
+    expect_matches_ptxas(a, what);
+    cross_checked.insert(a.kernel);
+    if (a.kernel == "matmul_tiled" && a.dtype == DType::f32) EXPECT_GT(a.metrics.at("smem_bytes"), 0) << what;
+    if (a.kernel == "matmul_ws_sm90") EXPECT_EQ(a.metrics.at("tmap_by_value"), j.tc->kind == "clang-cuda" ? 0 : 1);
+  }
+  EXPECT_GE(cross_checked.size(), 3u);  // cubin metrics == ptxas -v for all three kernels
+}
+
+TEST(CudaBackend, RegisterStarvedBuildSpills) {
+  const auto& k = find_kernel("cuda", "matmul_tiled");
+  auto tc = preset("nvrtc-sm80");
+  auto normal = compile(k, k.configs.at(0).second, DType::bf16, tc);
+  ASSERT_TRUE(normal.error.empty()) << normal.error;
+  EXPECT_EQ(normal.art.metrics.at("spill_stores"), 0);
+  Toolchain starved = tc;
+  starved.name = "nvrtc-sm80-starved";
+  starved.flags = {"-maxrregcount=32"};
+  starved.identity.clear();
+  resolve_identity(starved);
+  auto s = compile(k, k.configs.at(0).second, DType::bf16, starved);
+  ASSERT_TRUE(s.error.empty()) << s.error;
+  EXPECT_LE(s.art.metrics.at("registers"), 32);
+  EXPECT_GT(s.art.metrics.at("spill_stores"), 0);
+  EXPECT_GT(s.art.metrics.at("spill_loads"), 0);
+  EXPECT_GT(s.art.metrics.at("frame_bytes"), 0);
+  EXPECT_NE(s.art.code_hash, normal.art.code_hash);
+  expect_matches_ptxas(s.art, "starved");
+}
+
+TEST(CudaBackend, CodeHashTracksCodeOnly) {
+  const auto& k = find_kernel("cuda", "matmul_tiled");
+  auto tc = preset("nvcc-sm80");
+  const auto& small = k.configs.at(1).second;
+  auto a = compile(k, small, DType::f32, tc);
+  auto b = compile(k, small, DType::f32, tc);
+  ASSERT_TRUE(a.error.empty() && b.error.empty()) << a.error << b.error;
+  EXPECT_EQ(a.art.code_hash, b.art.code_hash);
+  EXPECT_EQ(a.art.code_bytes, b.art.code_bytes);
+  Toolchain other = tc;
+  other.name = "nvcc-sm80-O1";
+  other.flags = {"-Xptxas", "-O1"};
+  other.identity.clear();
+  resolve_identity(other);
+  EXPECT_NE(other.identity, tc.identity);
+  auto c = compile(k, small, DType::f32, other);
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  EXPECT_NE(c.art.code_hash, a.art.code_hash);
+}
+
+TEST(CudaBackend, SweepSkipsCudaCasesWithStaticMetrics) {
+  if (driver_present()) GTEST_SKIP() << "a CUDA driver is present: cases would run, not skip";
+  const std::string exe = KBISECT_BINARY_DIR "/kbisect";
+  ASSERT_TRUE(fs::exists(exe)) << exe;
+  std::string dir = temp_dir("kb-cuda-sweep");
+  std::string yaml = dir + "/cuda-mini.yaml";
+  write_file_atomic(yaml,
+                    "name: cuda-mini\n"
+                    "tier: l1\n"
+                    "toolchains: [nvrtc-sm80, nvrtc-sm90a]\n"
+                    "benchmarks:\n"
+                    "  - kernel: matmul_tiled\n"
+                    "    backend: cuda\n"
+                    "    config: small\n"
+                    "    dtypes: [f32, bf16]\n"
+                    "    shapes: [[256, 256, 256]]\n"
+                    "  - kernel: matmul_ws_sm90\n"
+                    "    backend: cuda\n"
+                    "    dtypes: [bf16]\n"
+                    "    shapes: [[256, 256, 256]]\n");
+  RunOptions o;
+  o.timeout_s = 300;
+  auto r = run_process({exe, "sweep", yaml, "-o", dir + "/out", "--format", "json"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = nlohmann::json::parse(read_file(dir + "/out/results.json"));
+  ASSERT_TRUE(j.contains("cases"));
+  int skipped_with_static = 0, not_claimed = 0;
+  for (const auto& c : j["cases"]) {
+    EXPECT_EQ(c["status"], "skipped") << c.dump();
+    if (c["static"].is_object()) {
+      EXPECT_EQ(c["reason"], "no CUDA driver (libcuda.so.1 not found)") << c.dump();
+      EXPECT_GT(c["static"]["code_bytes"].get<int64_t>(), 0);
+      EXPECT_EQ(c["static"]["code_hash"].get<std::string>().size(), 64u);
+      EXPECT_GT(c["static"]["registers"].get<double>(), 0);
+      EXPECT_TRUE(c["static"].contains("occupancy"));
+      ++skipped_with_static;
+    } else {
+      // matmul_ws_sm90 on sm_80: not compiled at all, skipped with the check_params reason.
+      EXPECT_NE(c["reason"].get<std::string>().find("sm_90a"), std::string::npos) << c.dump();
+      ++not_claimed;
+    }
+  }
+  EXPECT_EQ(skipped_with_static, 5);  // tiled f32+bf16 on two arches, ws_sm90 on sm_90a
+  EXPECT_EQ(not_claimed, 1);
+  remove_tree(dir);
+}
+
+}  // namespace
+}  // namespace kb
