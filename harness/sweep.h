@@ -20,6 +20,7 @@
 //       toolchains: [g++]            # optional per-benchmark override
 //       measure: {...}               # optional per-benchmark override
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,7 +33,7 @@ namespace kb {
 
 struct PlannedCase {
   Case c;
-  const Toolchain* toolchain = nullptr;  // owned by the Sweep
+  std::shared_ptr<const Toolchain> toolchain;  // identity resolved; shared by the sweep's cases
   std::optional<std::string> skip_reason;  // set when the combination cannot run (kept in results)
   MeasureConfig measure;
 };
@@ -45,7 +46,7 @@ struct SweepOptions {
 
 struct Sweep {
   std::string name, file;
-  std::vector<Toolchain> toolchains;   // resolved (identity computed)
+  std::vector<std::shared_ptr<const Toolchain>> toolchains;  // resolved (identity computed)
   std::vector<PlannedCase> cases;      // expanded, filtered
 };
 

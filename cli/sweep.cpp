@@ -1,0 +1,58 @@
+// kbisect sweep FILE: run a YAML sweep, write results (JSON always; CSV, gbench JSON, Markdown on
+// request) and print the table.
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/printers.h"
+#include "harness/runner.h"
+#include "harness/sweep.h"
+
+namespace kb::cli {
+namespace {
+
+struct Opts {
+  std::string file, out, formats = "table,json", filter, tier;
+  std::vector<std::string> toolchains;
+};
+
+int run(const Opts& o) {
+  auto formats = parse_formats(o.formats, {"table", "json", "csv", "gbench", "md"});
+  if (!o.tier.empty() && o.tier != "l1" && o.tier != "l2" && o.tier != "l3")
+    throw InputError(fmt::format("--tier '{}' must be l1, l2 or l3", o.tier));
+  SweepOptions so{o.toolchains, o.filter, o.tier};
+  Sweep sw = load_sweep(o.file, so);
+  if (sw.cases.empty()) throw InputError(fmt::format("{}: no cases left after --filter/--tier", o.file));
+  std::string dir = o.out.empty() ? "kbisect-out/" + sw.name : o.out;
+  make_dirs(dir);
+  RunResults res = run_sweep(sw, dir + "/results.json", progress_enabled());
+  std::string table = write_outputs(res, dir, formats);
+  if (!table.empty()) std::cout << table;
+  std::cout << fmt::format("results: {}/results.json\n", dir);
+  for (const auto& c : res.cases)
+    if (c.status == CaseStatus::failed || c.status == CaseStatus::incorrect) return kExitFound;
+  return kExitOk;
+}
+
+Registrar reg("sweep", "Run a YAML sweep: compile with the toolchain(s) under test, check, measure, write results",
+              [](CLI::App* app) {
+                auto o = std::make_shared<Opts>();
+                app->add_option("file", o->file, "sweep YAML file")->required();
+                app->add_option("-o,--out", o->out, "output directory (default kbisect-out/<sweep name>)");
+                app->add_option("--format", o->formats, "comma list of table,json,csv,gbench,md")
+                    ->default_val("table,json");
+                app->add_option("--filter", o->filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
+                app->add_option("--tier", o->tier, "only benchmarks of this tier (l1, l2, l3)");
+                app->add_option("--toolchain", o->toolchains,
+                                "toolchain name or YAML file; overrides the sweep's toolchains (repeatable)");
+                app->footer(
+                    "Exit codes: 0 all cases ok or skipped, 1 a case failed or was incorrect, 2 bad input, "
+                    "3 environment missing.");
+                return [o] { return run(*o); };
+              });
+
+}  // namespace
+}  // namespace kb::cli

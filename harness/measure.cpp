@@ -1,0 +1,116 @@
+#include "harness/measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+
+namespace kb {
+
+namespace {
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
+                                             const StopRule& stop) {
+  if (exes.empty()) return {};
+  if (cfg.mode != "hot" && cfg.mode != "cold")
+    throw InputError(fmt::format("measure mode '{}' is not hot or cold", cfg.mode));
+  const bool cold = cfg.mode == "cold";
+  const size_t n = exes.size();
+  std::vector<Measurement> out(n);
+  const double t_start = now_s();
+
+  // Warmup by time (each executable at least once), which also estimates one execution's duration.
+  std::vector<int> batch(n, 1);
+  for (size_t i = 0; i < n; ++i) {
+    auto& c = out[i].conditions;
+    double w0 = now_s(), per_run = 0;
+    int runs = 0;
+    do {
+      if (cold) exes[i]->flush_caches();
+      per_run = exes[i]->run(1).seconds;
+      ++runs;
+    } while (now_s() - w0 < cfg.warmup_s && runs < 100000);
+    c.warmup_s = now_s() - w0;
+    c.warmup_runs = runs;
+    if (!cold && per_run > 0 && per_run < cfg.min_sample_s)
+      batch[i] = int(std::min<double>(1 << 20, std::ceil(cfg.min_sample_s / per_run)));
+    c.batch = batch[i];
+    c.mode = cfg.mode;
+    c.clock = exes[i]->clock_name();
+    c.noise_target = cfg.noise;
+    c.min_samples = cfg.min_samples;
+    c.min_time_s = cfg.min_time_s;
+    c.max_time_s = cfg.max_time_s;
+    c.max_samples = cfg.max_samples;
+    c.interleaved = n > 1;
+  }
+
+  std::mt19937_64 rng(cfg.seed);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<double> measured(n, 0.0);
+  std::vector<TimedSample> round(n);
+  int discarded = 0;
+  std::string reason;
+  for (;;) {
+    // One randomized block: every executable once, in a shuffled order.
+    std::shuffle(order.begin(), order.end(), rng);
+    bool throttled = false;
+    for (size_t idx : order) {
+      if (cold) exes[idx]->flush_caches();
+      round[idx] = exes[idx]->run(batch[idx]);
+      throttled = throttled || round[idx].throttled;
+    }
+    if (throttled) {
+      // Drop the whole block so tuples stay aligned across executables.
+      ++discarded;
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        out[i].samples_s.push_back(round[i].seconds);
+        if (round[i].clock_mhz > 0) out[i].clocks_mhz.push_back(round[i].clock_mhz);
+        measured[i] += round[i].seconds * batch[i];
+      }
+    }
+    const size_t count = out[0].samples_s.size();
+    const double elapsed = now_s() - t_start;
+    if (count >= size_t(std::max(1, cfg.min_samples))) {
+      bool enough_time = true, quiet = true;
+      for (size_t i = 0; i < n; ++i) {
+        enough_time = enough_time && measured[i] >= cfg.min_time_s;
+        quiet = quiet && summarize(out[i].samples_s, 0).ci_rel <= cfg.noise;
+      }
+      if (stop && stop(out)) {
+        reason = "decided";
+        break;
+      }
+      if (enough_time && quiet && !stop) {
+        reason = "noise";
+        break;
+      }
+    }
+    if (count >= size_t(cfg.max_samples)) {
+      reason = "max_samples";
+      break;
+    }
+    if (elapsed >= cfg.max_time_s) {
+      reason = "max_time";
+      break;
+    }
+  }
+  for (auto& m : out) {
+    m.conditions.stop_reason = reason;
+    m.conditions.discarded_throttled = discarded;
+  }
+  return out;
+}
+
+}  // namespace kb

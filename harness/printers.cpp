@@ -1,0 +1,215 @@
+#include "harness/printers.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+
+namespace kb {
+
+using json = nlohmann::json;
+
+std::string format_time(double s) {
+  if (s <= 0) return "-";
+  if (s < 1e-6) return fmt::format("{:.1f} ns", s * 1e9);
+  if (s < 1e-3) return fmt::format("{:.2f} us", s * 1e6);
+  if (s < 1) return fmt::format("{:.3f} ms", s * 1e3);
+  return fmt::format("{:.3f} s", s);
+}
+
+namespace {
+
+struct Row {
+  std::vector<std::string> cells;
+};
+
+std::string pad_table(const std::vector<std::string>& header, const std::vector<Row>& rows, bool markdown) {
+  std::vector<size_t> w(header.size());
+  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.cells.size(); ++i) w[i] = std::max(w[i], r.cells[i].size());
+  std::ostringstream os;
+  auto line = [&](const std::vector<std::string>& cells) {
+    if (markdown) os << "|";
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (markdown) os << " " << fmt::format("{:<{}}", cells[i], w[i]) << " |";
+      else os << (i ? "  " : "") << fmt::format("{:<{}}", cells[i], w[i]);
+    }
+    os << "\n";
+  };
+  line(header);
+  if (markdown) {
+    os << "|";
+    for (size_t i = 0; i < w.size(); ++i) os << std::string(w[i] + 2, '-') << "|";
+    os << "\n";
+  } else {
+    size_t total = 0;
+    for (auto x : w) total += x + 2;
+    os << std::string(total - 2, '-') << "\n";
+  }
+  for (const auto& r : rows) line(r.cells);
+  return os.str();
+}
+
+std::vector<Row> case_rows(const RunResults& r) {
+  std::vector<Row> rows;
+  for (const auto& c : r.cases) {
+    Row row;
+    std::string status = to_string(c.status);
+    std::string lat = "-", tput = "-", noise = "-", n = "-";
+    if (c.status == CaseStatus::ok && c.summary.samples > 0) {
+      lat = format_time(c.summary.median_s);
+      tput = fmt::format("{:.4f}", c.summary.tflops);
+      noise = fmt::format("{:.2f}%", 100 * c.summary.noise);
+      n = std::to_string(c.summary.samples);
+    }
+    std::string note = c.reason;
+    if (auto nl = note.find('\n'); nl != std::string::npos) note = note.substr(0, nl);
+    if (note.size() > 60) note = note.substr(0, 57) + "...";
+    row.cells = {fmt::format("({}, {}, {})", c.shape.M, c.shape.N, c.shape.K),
+                 c.kernel,
+                 c.params.str(),
+                 to_string(c.dtype),
+                 c.toolchain,
+                 lat,
+                 tput,
+                 noise,
+                 n,
+                 status,
+                 c.has_static ? std::to_string(c.code_bytes) : "-",
+                 note};
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+const std::vector<std::string> kHeader = {"(M, N, K)", "kernel", "params", "dtype", "toolchain", "latency",
+                                          "TFLOP/s", "noise", "samples", "status", "code_bytes", "note"};
+
+}  // namespace
+
+std::string render_table(const RunResults& r) {
+  std::string s = pad_table(kHeader, case_rows(r), false);
+  size_t ok = 0, skipped = 0, bad = 0;
+  for (const auto& c : r.cases) {
+    if (c.status == CaseStatus::ok) ++ok;
+    else if (c.status == CaseStatus::skipped) ++skipped;
+    else ++bad;
+  }
+  s += fmt::format("{} cases: {} ok, {} skipped, {} failed or incorrect; {:.1f} s\n", r.cases.size(), ok, skipped, bad,
+                   r.wall_s);
+  return s;
+}
+
+std::string render_markdown(const RunResults& r) {
+  std::string s = fmt::format("# kbisect {}: {}\n\n", r.kind, r.name);
+  s += fmt::format("kbisect {} on {} ({}), {}\n\n", r.environment.value("kbisect_sha", "?"),
+                   r.environment.value("host", "?"), r.environment.value("cpu", "?"), r.started);
+  s += pad_table(kHeader, case_rows(r), true);
+  return s;
+}
+
+std::string render_csv(const RunResults& r) {
+  std::ostringstream os;
+  auto q = [](const std::string& x) {
+    if (x.find_first_of(",\"\n") == std::string::npos) return x;
+    std::string o = "\"";
+    for (char c : x) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+  };
+  os << "kernel,backend,params,M,N,K,dtype,toolchain,toolchain_identity,status,reason,code_bytes,code_hash,compile_s,"
+        "samples,median_s,mean_s,stddev_s,min_s,noise,tflops\n";
+  for (const auto& c : r.cases) {
+    std::string reason = c.reason.substr(0, c.reason.find('\n'));
+    os << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g}\n",
+                      q(c.kernel), q(c.backend), q(c.params.str()), c.shape.M, c.shape.N, c.shape.K,
+                      to_string(c.dtype), q(c.toolchain), c.toolchain_identity, to_string(c.status), q(reason),
+                      c.has_static ? std::to_string(c.code_bytes) : "", c.code_hash,
+                      c.has_static ? fmt::format("{:.4f}", c.compile_s) : "", c.summary.samples, c.summary.median_s,
+                      c.summary.mean_s, c.summary.stddev_s, c.summary.min_s, c.summary.noise, c.summary.tflops);
+  }
+  return os.str();
+}
+
+std::string render_gbench_json(const RunResults& r) {
+  json j;
+  j["context"] = {{"date", r.started},
+                  {"host_name", r.environment.value("host", "")},
+                  {"executable", "kbisect"},
+                  {"num_cpus", r.environment.value("cpus", 1)},
+                  {"mhz_per_cpu", 0},
+                  {"cpu_scaling_enabled", false},
+                  {"caches", json::array()},
+                  {"library_build_type", "release"},
+                  {"kbisect_sha", r.environment.value("kbisect_sha", "")}};
+  j["benchmarks"] = json::array();
+  for (const auto& c : r.cases) {
+    if (c.status != CaseStatus::ok || c.samples_s.empty()) continue;
+    std::string name = c.id();
+    int64_t reps = int64_t(c.samples_s.size());
+    for (int64_t i = 0; i < reps; ++i) {
+      j["benchmarks"].push_back({{"name", name},
+                                 {"family_index", 0},
+                                 {"per_family_instance_index", 0},
+                                 {"run_name", name},
+                                 {"run_type", "iteration"},
+                                 {"repetitions", reps},
+                                 {"repetition_index", i},
+                                 {"threads", 1},
+                                 {"iterations", c.conditions.batch},
+                                 {"real_time", c.samples_s[size_t(i)] * 1e9},
+                                 {"cpu_time", c.samples_s[size_t(i)] * 1e9},
+                                 {"time_unit", "ns"}});
+    }
+    for (auto [agg, v] : {std::pair<const char*, double>{"mean", c.summary.mean_s},
+                          {"median", c.summary.median_s},
+                          {"stddev", c.summary.stddev_s}}) {
+      j["benchmarks"].push_back({{"name", name + "_" + agg},
+                                 {"run_name", name},
+                                 {"run_type", "aggregate"},
+                                 {"repetitions", reps},
+                                 {"threads", 1},
+                                 {"aggregate_name", agg},
+                                 {"iterations", reps},
+                                 {"real_time", v * 1e9},
+                                 {"cpu_time", v * 1e9},
+                                 {"time_unit", "ns"}});
+    }
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string render_json(const RunResults& r) { return to_json(r).dump(1) + "\n"; }
+
+std::vector<std::string> parse_formats(const std::string& list, const std::vector<std::string>& allowed) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  std::string f;
+  while (std::getline(ss, f, ',')) {
+    if (f.empty()) continue;
+    if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) {
+      std::string a;
+      for (auto& x : allowed) a += (a.empty() ? "" : ", ") + x;
+      throw InputError(fmt::format("--format: unknown format '{}' (known: {})", f, a));
+    }
+    out.push_back(f);
+  }
+  return out;
+}
+
+std::string write_outputs(const RunResults& r, const std::string& dir, const std::vector<std::string>& formats) {
+  std::string table;
+  for (const auto& f : formats) {
+    if (f == "table") table = render_table(r);
+    else if (f == "json") write_file_atomic(dir + "/results.json", render_json(r));
+    else if (f == "csv") write_file_atomic(dir + "/results.csv", render_csv(r));
+    else if (f == "gbench") write_file_atomic(dir + "/results.gbench.json", render_gbench_json(r));
+    else if (f == "md") write_file_atomic(dir + "/results.md", render_markdown(r));
+  }
+  return table;
+}
+
+}  // namespace kb

@@ -1,0 +1,305 @@
+#include "harness/results.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/process.h"
+
+namespace kb {
+
+using json = nlohmann::json;
+
+std::string to_string(CaseStatus s) {
+  switch (s) {
+    case CaseStatus::ok: return "ok";
+    case CaseStatus::skipped: return "skipped";
+    case CaseStatus::incorrect: return "incorrect";
+    case CaseStatus::failed: return "failed";
+  }
+  return "?";
+}
+
+CaseStatus parse_case_status(const std::string& s) {
+  if (s == "ok") return CaseStatus::ok;
+  if (s == "skipped") return CaseStatus::skipped;
+  if (s == "incorrect") return CaseStatus::incorrect;
+  if (s == "failed") return CaseStatus::failed;
+  throw InputError(fmt::format("unknown case status '{}'", s));
+}
+
+Summary summarize(const std::vector<double>& xs, double flops) {
+  Summary s;
+  s.samples = int64_t(xs.size());
+  if (xs.empty()) return s;
+  std::vector<double> v = xs;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  auto median_of = [](const std::vector<double>& sorted) {
+    size_t m = sorted.size();
+    return m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
+  };
+  s.median_s = median_of(v);
+  s.min_s = v.front();
+  s.max_s = v.back();
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean_s = sum / double(n);
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean_s) * (x - s.mean_s);
+  s.stddev_s = n > 1 ? std::sqrt(ss / double(n - 1)) : 0;
+  s.noise = s.mean_s > 0 ? s.stddev_s / s.mean_s : 0;
+  // Robust CI of the median: 1.4826*MAD estimates sigma without letting outliers dominate; the median's
+  // standard error is ~1.2533*sigma/sqrt(n) for near-normal data.
+  std::vector<double> dev(n);
+  for (size_t i = 0; i < n; ++i) dev[i] = std::fabs(v[i] - s.median_s);
+  std::sort(dev.begin(), dev.end());
+  double sigma = 1.4826 * median_of(dev);
+  s.ci_rel = (n > 1 && s.median_s > 0) ? 1.96 * 1.2533 * sigma / std::sqrt(double(n)) / s.median_s : 1.0;
+  s.tflops = (flops > 0 && s.median_s > 0) ? flops / s.median_s / 1e12 : 0;
+  return s;
+}
+
+std::string CaseResult::key() const {
+  return fmt::format("{}/{}[{}]/{}/{}", backend, kernel, params.str(), to_string(dtype), shape.str());
+}
+
+std::string CaseResult::id() const { return key() + "/" + toolchain; }
+
+namespace {
+
+json params_json(const Params& p) {
+  json j = json::object();
+  for (const auto& [k, v] : p.values()) {
+    if (auto i = std::get_if<int64_t>(&v)) j[k] = *i;
+    else if (auto f = std::get_if<double>(&v)) j[k] = *f;
+    else j[k] = std::get<std::string>(v);
+  }
+  return j;
+}
+
+// Reads a field with a clear error naming it.
+template <class T>
+T field(const json& j, const char* name, const std::string& ctx) {
+  if (!j.contains(name)) throw InputError(fmt::format("{}: missing field '{}'", ctx, name));
+  try {
+    return j.at(name).get<T>();
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("{}: field '{}' has the wrong type ({})", ctx, name, j.at(name).dump()));
+  }
+}
+
+}  // namespace
+
+json to_json(const CaseResult& c) {
+  json j;
+  j["kernel"] = c.kernel;
+  j["backend"] = c.backend;
+  j["params"] = params_json(c.params);
+  j["shape"] = {{"M", c.shape.M}, {"N", c.shape.N}, {"K", c.shape.K}};
+  j["dtype"] = to_string(c.dtype);
+  j["toolchain"] = {{"name", c.toolchain}, {"identity", c.toolchain_identity}, {"target", c.target}};
+  j["tier"] = c.tier;
+  j["status"] = to_string(c.status);
+  j["reason"] = c.reason;
+  if (c.has_static) {
+    json s = {{"code_bytes", c.code_bytes}, {"code_hash", c.code_hash}, {"compile_s", c.compile_s},
+              {"cache_hit", c.cache_hit}};
+    for (const auto& [k, v] : c.metrics) s[k] = v;
+    j["static"] = s;
+  } else {
+    j["static"] = nullptr;
+  }
+  if (c.checked) j["correctness"] = {{"max_error", c.max_error}, {"tolerance", c.tolerance}};
+  j["samples_s"] = c.samples_s;
+  if (!c.clocks_mhz.empty()) j["clocks_mhz"] = c.clocks_mhz;
+  const auto& m = c.conditions;
+  j["conditions"] = {{"mode", m.mode},
+                     {"clock", m.clock},
+                     {"batch", m.batch},
+                     {"warmup_s", m.warmup_s},
+                     {"warmup_runs", m.warmup_runs},
+                     {"noise_target", m.noise_target},
+                     {"min_samples", m.min_samples},
+                     {"min_time_s", m.min_time_s},
+                     {"max_time_s", m.max_time_s},
+                     {"max_samples", m.max_samples},
+                     {"stop_reason", m.stop_reason},
+                     {"discarded_throttled", m.discarded_throttled},
+                     {"interleaved", m.interleaved},
+                     {"group", m.group}};
+  const auto& s = c.summary;
+  j["summary"] = {{"samples", s.samples}, {"median_s", s.median_s}, {"mean_s", s.mean_s},
+                  {"stddev_s", s.stddev_s}, {"min_s", s.min_s},       {"max_s", s.max_s},
+                  {"noise", s.noise},       {"ci_rel", s.ci_rel},     {"tflops", s.tflops}};
+  return j;
+}
+
+CaseResult case_from_json(const json& j) {
+  CaseResult c;
+  std::string ctx = "case";
+  c.kernel = field<std::string>(j, "kernel", ctx);
+  ctx = "case " + c.kernel;
+  c.backend = field<std::string>(j, "backend", ctx);
+  if (j.contains("params") && j["params"].is_object()) {
+    for (auto it = j["params"].begin(); it != j["params"].end(); ++it) {
+      if (it->is_number_integer()) c.params.set(it.key(), it->get<int64_t>());
+      else if (it->is_number()) c.params.set(it.key(), it->get<double>());
+      else if (it->is_string()) c.params.set(it.key(), it->get<std::string>());
+      else throw InputError(fmt::format("{}: params.{} has an unsupported type", ctx, it.key()));
+    }
+  }
+  json shape = field<json>(j, "shape", ctx);
+  c.shape = {field<int64_t>(shape, "M", ctx + " shape"), field<int64_t>(shape, "N", ctx + " shape"),
+             field<int64_t>(shape, "K", ctx + " shape")};
+  c.dtype = parse_dtype(field<std::string>(j, "dtype", ctx));
+  json tc = field<json>(j, "toolchain", ctx);
+  c.toolchain = field<std::string>(tc, "name", ctx + " toolchain");
+  c.toolchain_identity = tc.value("identity", "");
+  c.target = tc.value("target", "");
+  c.tier = j.value("tier", "l1");
+  c.status = parse_case_status(field<std::string>(j, "status", ctx));
+  c.reason = j.value("reason", "");
+  if (j.contains("static") && j["static"].is_object()) {
+    c.has_static = true;
+    for (auto it = j["static"].begin(); it != j["static"].end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "code_bytes") c.code_bytes = it->get<int64_t>();
+      else if (k == "code_hash") c.code_hash = it->get<std::string>();
+      else if (k == "compile_s") c.compile_s = it->get<double>();
+      else if (k == "cache_hit") c.cache_hit = it->get<bool>();
+      else if (it->is_number()) c.metrics[k] = it->get<double>();
+    }
+  }
+  if (j.contains("correctness") && j["correctness"].is_object()) {
+    c.checked = true;
+    c.max_error = j["correctness"].value("max_error", 0.0);
+    c.tolerance = j["correctness"].value("tolerance", 0.0);
+  }
+  if (j.contains("samples_s")) c.samples_s = field<std::vector<double>>(j, "samples_s", ctx);
+  if (j.contains("clocks_mhz")) c.clocks_mhz = field<std::vector<double>>(j, "clocks_mhz", ctx);
+  if (j.contains("conditions") && j["conditions"].is_object()) {
+    const auto& m = j["conditions"];
+    auto& d = c.conditions;
+    d.mode = m.value("mode", "hot");
+    d.clock = m.value("clock", "");
+    d.batch = m.value("batch", 1);
+    d.warmup_s = m.value("warmup_s", 0.0);
+    d.warmup_runs = m.value("warmup_runs", 0);
+    d.noise_target = m.value("noise_target", 0.005);
+    d.min_samples = m.value("min_samples", 0);
+    d.min_time_s = m.value("min_time_s", 0.0);
+    d.max_time_s = m.value("max_time_s", 0.0);
+    d.max_samples = m.value("max_samples", 0);
+    d.stop_reason = m.value("stop_reason", "");
+    d.discarded_throttled = m.value("discarded_throttled", 0);
+    d.interleaved = m.value("interleaved", false);
+    d.group = m.value("group", "");
+  }
+  c.summary = summarize(c.samples_s, c.shape.flops());
+  return c;
+}
+
+json to_json(const RunResults& r) {
+  json j;
+  j["schema"] = "kbisect-results-v1";
+  j["kind"] = r.kind;
+  j["name"] = r.name;
+  j["sweep_file"] = r.sweep_file;
+  j["started"] = r.started;
+  j["finished"] = r.finished;
+  j["wall_s"] = r.wall_s;
+  j["environment"] = r.environment;
+  j["cases"] = json::array();
+  for (const auto& c : r.cases) j["cases"].push_back(to_json(c));
+  if (!r.extra.is_null()) j["extra"] = r.extra;
+  return j;
+}
+
+RunResults results_from_json(const json& j, const std::string& origin) {
+  if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
+    throw InputError(fmt::format("{}: not a kbisect results file (no 'cases' list)", origin));
+  RunResults r;
+  r.kind = j.value("kind", "sweep");
+  r.name = j.value("name", "");
+  r.sweep_file = j.value("sweep_file", "");
+  r.started = j.value("started", "");
+  r.finished = j.value("finished", "");
+  r.wall_s = j.value("wall_s", 0.0);
+  r.environment = j.value("environment", json::object());
+  if (j.contains("extra")) r.extra = j["extra"];
+  size_t i = 0;
+  for (const auto& cj : j["cases"]) {
+    try {
+      r.cases.push_back(case_from_json(cj));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: cases[{}]: {}", origin, i, e.what()));
+    }
+    ++i;
+  }
+  return r;
+}
+
+RunResults load_results(const std::string& path) {
+  std::string text = read_file(path);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: invalid JSON at byte {}: {}", path, e.byte, e.what()));
+  }
+  return results_from_json(j, path);
+}
+
+void save_results(const RunResults& r, const std::string& path) { write_file_atomic(path, to_json(r).dump(1) + "\n"); }
+
+std::string now_iso8601() {
+  auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+json describe_environment() {
+  json e;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  e["host"] = host;
+  utsname u{};
+  if (uname(&u) == 0) e["os"] = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      e["cpu"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  e["cpus"] = sysconf(_SC_NPROCESSORS_ONLN);
+  std::string sha = KBISECT_CONFIGURE_SHA;
+  try {
+    RunOptions o;
+    o.timeout_s = 10;
+    auto r = run_process({"git", "-C", KBISECT_SOURCE_DIR, "rev-parse", "HEAD"}, o);
+    if (r.ok()) sha = r.out.substr(0, r.out.find('\n'));
+    auto d = run_process({"git", "-C", KBISECT_SOURCE_DIR, "status", "--porcelain", "--untracked-files=no"}, o);
+    if (d.ok() && !d.out.empty()) sha += "-dirty";
+  } catch (const Error&) {
+  }
+  e["kbisect_sha"] = sha;
+  e["date"] = now_iso8601();
+  return e;
+}
+
+}  // namespace kb

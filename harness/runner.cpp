@@ -1,0 +1,159 @@
+#include "harness/runner.h"
+
+#include <chrono>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+
+namespace kb {
+
+namespace {
+
+CaseResult blank_result(const PlannedCase& pc) {
+  CaseResult r;
+  r.kernel = pc.c.kernel->name;
+  r.backend = pc.c.kernel->backend;
+  r.params = pc.c.params;
+  r.shape = pc.c.shape;
+  r.dtype = pc.c.dtype;
+  r.toolchain = pc.toolchain->name;
+  r.toolchain_identity = pc.toolchain->identity;
+  r.target = pc.toolchain->target;
+  r.tier = pc.c.tier;
+  return r;
+}
+
+}  // namespace
+
+PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceCache& refs) {
+  PreparedCase out;
+  CaseResult& r = out.result;
+  r = blank_result(pc);
+  if (pc.skip_reason) {
+    r.status = CaseStatus::skipped;
+    r.reason = *pc.skip_reason;
+    return out;
+  }
+  Backend& be = backend_for(*pc.toolchain);
+  CompileRequest req;
+  req.kernel = pc.c.kernel;
+  req.params = pc.c.params;
+  req.dtype = pc.c.dtype;
+  req.toolchain = pc.toolchain.get();
+  req.kernel_dir = kernel_dir();
+  Artifact art;
+  try {
+    art = cache.compile(be, req);
+  } catch (const CompileError& e) {
+    r.status = CaseStatus::failed;
+    r.reason = fmt::format("compile failed: {}\n{}", e.what(), tail(e.log(), 1500));
+    return out;
+  } catch (const Error& e) {
+    r.status = CaseStatus::failed;
+    r.reason = fmt::format("compile failed: {}", e.what());
+    return out;
+  }
+  r.has_static = true;
+  r.code_hash = art.code_hash;
+  r.code_bytes = art.code_bytes;
+  r.compile_s = art.compile_s;
+  r.cache_hit = art.cache_hit;
+  r.metrics = art.metrics;
+
+  Availability av = be.available();
+  if (!av.ok) {
+    r.status = CaseStatus::skipped;
+    r.reason = av.reason;
+    return out;
+  }
+  try {
+    auto exe = be.load(art);
+    auto problem = refs.get(pc.c.shape, pc.c.dtype);
+    exe->prepare(pc.c.shape, problem->A, problem->B);
+    exe->run(1);
+    Check chk = check_result(*problem, exe->result());
+    r.checked = true;
+    r.max_error = chk.max_error;
+    r.tolerance = chk.tolerance;
+    if (!chk.ok) {
+      r.status = CaseStatus::incorrect;
+      r.reason = chk.detail;
+      return out;
+    }
+    r.status = CaseStatus::ok;
+    out.exe = std::move(exe);
+  } catch (const Error& e) {
+    r.status = CaseStatus::failed;
+    r.reason = e.what();
+  }
+  return out;
+}
+
+void record_measurement(CaseResult& r, const Measurement& m) {
+  r.samples_s = m.samples_s;
+  r.clocks_mhz = m.clocks_mhz;
+  r.conditions = m.conditions;
+  r.summary = summarize(r.samples_s, r.shape.flops());
+}
+
+RunResults run_sweep(const Sweep& sweep, const std::string& results_path, bool progress) {
+  RunResults res;
+  res.kind = "sweep";
+  res.name = sweep.name;
+  res.sweep_file = sweep.file;
+  res.started = now_iso8601();
+  res.environment = describe_environment();
+  res.environment["toolchains"] = nlohmann::json::array();
+  for (const auto& t : sweep.toolchains)
+    res.environment["toolchains"].push_back({{"name", t->name},
+                                             {"backend", t->backend},
+                                             {"kind", t->kind},
+                                             {"compiler", t->compiler},
+                                             {"flags", t->flags},
+                                             {"target", t->target},
+                                             {"identity", t->identity},
+                                             {"version", t->version_text},
+                                             {"origin", t->origin}});
+  nlohmann::json backends_json = nlohmann::json::object();
+  for (auto* b : backends()) {
+    auto av = b->available();
+    backends_json[b->name()] = av.ok ? "available" : "unavailable: " + av.reason;
+  }
+  res.environment["backends"] = backends_json;
+
+  CompileCache cache;
+  ReferenceCache refs;
+  auto t0 = std::chrono::steady_clock::now();
+  const size_t n = sweep.cases.size();
+  for (size_t i = 0; i < n; ++i) {
+    const auto& pc = sweep.cases[i];
+    if (progress) {
+      double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::string eta = i ? fmt::format(" ETA {:.0f}s", el / double(i) * double(n - i)) : "";
+      std::cerr << fmt::format("\r\033[K[{}/{}]{} {}", i + 1, n, eta, pc.c.id()) << std::flush;
+    }
+    PreparedCase prep = prepare_case(pc, cache, refs);
+    if (prep.ready()) {
+      try {
+        auto m = measure_interleaved({prep.exe.get()}, pc.measure);
+        record_measurement(prep.result, m[0]);
+      } catch (const Error& e) {
+        prep.result.status = CaseStatus::failed;
+        prep.result.reason = fmt::format("measurement failed: {}", e.what());
+      }
+    }
+    res.cases.push_back(std::move(prep.result));
+    res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.finished = now_iso8601();
+    if (!results_path.empty()) save_results(res, results_path);
+  }
+  if (progress) std::cerr << "\r\033[K";
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.finished = now_iso8601();
+  if (!results_path.empty()) save_results(res, results_path);
+  return res;
+}
+
+}  // namespace kb
