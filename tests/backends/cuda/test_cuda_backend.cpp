@@ -130,8 +130,14 @@ TEST(CudaBackend, CheckParamsRejectsWithReasons) {
   const auto& tiled = find_kernel("cuda", "matmul_tiled");
   EXPECT_TRUE(tiled.check_params(tiled.complete({{"BK", 48}}), DType::bf16, "sm_80").has_value());
   EXPECT_TRUE(tiled.check_params(tiled.complete({{"TM", 3}}), DType::f32, "sm_80").has_value());
-  // 4 stages of 128x64 + 64x256 bf16 = 384 KiB: over every arch's budget.
+  // 6 stages of (128x64 + 64x256) bf16 = 288 KiB: over every arch's budget (4 stages, 192 KiB, fit sm_90).
+  EXPECT_FALSE(tiled.check_params(tiled.complete({{"BK", 64}, {"BN", 256}, {"STAGES", 4}, {"WN", 64}}), DType::bf16,
+                                  "sm_90a")
+                   .has_value());
   EXPECT_TRUE(tiled.check_params(tiled.complete({{"BK", 64}, {"BN", 256}, {"STAGES", 4}, {"WN", 64}}), DType::bf16,
+                                 "sm_80")
+                  .has_value());
+  EXPECT_TRUE(tiled.check_params(tiled.complete({{"BK", 64}, {"BN", 256}, {"STAGES", 6}, {"WN", 64}}), DType::bf16,
                                  "sm_90a")
                   .has_value());
   EXPECT_TRUE(tiled.check_shape(tiled.complete({}), Shape{64, 64, 0}).has_value());
@@ -174,7 +180,7 @@ TEST(CudaBackend, PtxasLogParser) {
 }
 
 // The matrix: every kernel config x dtype through nvcc and NVRTC for each arch it claims, and clang-19
-// (+ptxas) where present. Compiles run two at a time; each is checked against ptxas' figures.
+// (+ptxas) where present (f16 through NVRTC only). Compiles run two at a time; each is checked against ptxas' figures.
 TEST(CudaBackend, EveryConfigCompilesOnEveryClaimedArch) {
   std::vector<std::string> tcs = {"nvcc-sm80", "nvcc-sm90a", "nvrtc-sm80", "nvrtc-sm90a"};
   for (const char* n : {"clang19-cuda-sm80", "clang19-cuda-sm90a"})
@@ -198,6 +204,9 @@ TEST(CudaBackend, EveryConfigCompilesOnEveryClaimedArch) {
         for (const auto& tc : toolchains) {
           Params full = k->complete(p);
           if (k->check_params(full, d, tc.target)) continue;  // not claimed for this arch
+          // f16 differs from bf16 only in the mma/wgmma type suffix: NVRTC (in-process, cheapest)
+          // covers it, keeping the test within CI's time budget.
+          if (d == DType::f16 && tc.kind != "nvrtc") continue;
           jobs.push_back({k, cname, full, d, &tc});
           per_kernel[k->name]++;
         }
@@ -250,23 +259,23 @@ TEST(CudaBackend, EveryConfigCompilesOnEveryClaimedArch) {
   EXPECT_GE(cross_checked.size(), 3u);  // cubin metrics == ptxas -v for all three kernels
 }
 
+// A register-starved build: 16x16 fp32 accumulators per thread cannot fit in 255 registers, so ptxas
+// spills to the stack. (-maxrregcount does not starve these kernels: their __launch_bounds__ take
+// precedence over it.)
 TEST(CudaBackend, RegisterStarvedBuildSpills) {
   const auto& k = find_kernel("cuda", "matmul_tiled");
   auto tc = preset("nvrtc-sm80");
-  auto normal = compile(k, k.configs.at(0).second, DType::bf16, tc);
+  auto normal = compile(k, k.configs.at(1).second, DType::f32, tc);
   ASSERT_TRUE(normal.error.empty()) << normal.error;
   EXPECT_EQ(normal.art.metrics.at("spill_stores"), 0);
-  Toolchain starved = tc;
-  starved.name = "nvrtc-sm80-starved";
-  starved.flags = {"-maxrregcount=32"};
-  starved.identity.clear();
-  resolve_identity(starved);
-  auto s = compile(k, k.configs.at(0).second, DType::bf16, starved);
+  EXPECT_EQ(normal.art.metrics.at("frame_bytes"), 0);
+  auto s = compile(k, {{"BM", 128}, {"BN", 128}, {"BK", 8}, {"TM", 16}, {"TN", 16}}, DType::f32, tc);
   ASSERT_TRUE(s.error.empty()) << s.error;
-  EXPECT_LE(s.art.metrics.at("registers"), 32);
+  EXPECT_EQ(s.art.metrics.at("registers"), 255);
   EXPECT_GT(s.art.metrics.at("spill_stores"), 0);
   EXPECT_GT(s.art.metrics.at("spill_loads"), 0);
   EXPECT_GT(s.art.metrics.at("frame_bytes"), 0);
+  EXPECT_GT(s.art.metrics.at("stack_bytes"), 0);
   EXPECT_NE(s.art.code_hash, normal.art.code_hash);
   expect_matches_ptxas(s.art, "starved");
 }
