@@ -7,8 +7,6 @@
 // an AMD GPU is present (hip_executable.cpp).
 #include "backends/hip/hip_backend.h"
 
-#include <dlfcn.h>
-
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -241,13 +239,13 @@ class HipBackend : public Backend {
     for (const auto& f : tc.flags) h.add(f);
     for (const auto& [k, v] : tc.env) h.add(k).add(v);
     h.add("libamdhip64").add(sha256_file(api->library_path));
-    // comgr does the compiling; libamdhip64 loads it on first use, so hash the file it would load.
-    if (void* c = dlopen("libamd_comgr.so.2", RTLD_NOW | RTLD_LOCAL)) {
-      Dl_info info{};
-      void* fn = dlsym(c, "amd_comgr_get_version");
-      if (fn && dladdr(fn, &info) && info.dli_fname) h.add("comgr").add(sha256_file(info.dli_fname));
-      dlclose(c);
-    }
+    // comgr does the compiling; libamdhip64 loads it on first use from its own directory. Hash that file
+    // without loading it here: comgr brings its own libLLVM, whose command-line options collide with
+    // the libLLVM this program links unless libamdhip64 loads it its own way.
+    std::string comgr = (fs::path(api->library_path).parent_path() / "libamd_comgr.so.2").string();
+    std::error_code ec;
+    if (auto real = fs::canonical(comgr, ec); !ec) h.add("comgr").add(real.string()).add(sha256_file(real.string()));
+    else h.add("comgr-not-found");
     int major = 0, minor = 0;
     if (api->hiprtcVersion(&major, &minor) != HIPRTC_SUCCESS) major = minor = -1;
     int runtime = 0;
