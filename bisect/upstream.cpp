@@ -583,20 +583,20 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
     } else if (std::regex_match(c.subject, m, reland_re)) {
       std::string inner = m[1].matched ? m[1].str() : m[2].str();
       ref(find_by_subject(i, inner), "relands", "Reland " + quote_subject(inner));
-      ref(find_by_subject(i, "Revert " + quote_subject(inner)), "follows the revert", "Reland " + quote_subject(inner));
+      ref(find_by_subject(i, "Revert " + quote_subject(inner)), "relands after", "this reverted the original");
     }
     if (std::regex_match(c.subject, m, fixup_re)) {
       std::string kind = m[1].str(), target = m[2].str();
       long j = find_by_subject(i, target);
       // git also accepts a sha (prefix) after "fixup! ".
       if (j < 0 && std::regex_match(target, std::regex("[0-9a-f]{7,40}"))) j = find_by_prefix(i, target);
-      ref(j, kind + "!", kind + "! " + quote_subject(target));
+      ref(j, "amends", kind + "! " + quote_subject(target));
     }
     for (std::sregex_iterator it(c.message.begin(), c.message.end(), sha_re), end; it != end; ++it) {
       std::string tok = (*it)[2].str();
       if (explicit_shas.count(tok)) continue;
       long j = find_by_prefix(i, tok);
-      if (j >= 0) ref(j, "mentions", "message names " + tok);
+      if (j >= 0) ref(j, "mentions", "its sha " + tok + " is in the message");
     }
   }
   for (size_t pi = 0; pi < r.pending.size(); ++pi) {
@@ -989,8 +989,8 @@ std::string render_table(const Report& r) {
   }
   if (r.emergency) {
     const auto& e = *r.emergency;
-    o += fmt::format("\nemergency pick of {} {}: pick {} commit{} alone, in this order:\n", short_sha(e.target.sha),
-                     quote_subject(truncate(e.target.subject, 60)), e.closure.size(), e.closure.size() == 1 ? "" : "s");
+    o += fmt::format("\nemergency pick of {} ({}): pick {} commit{} alone, in this order:\n", short_sha(e.target.sha),
+                     truncate(e.target.subject, 60), e.closure.size(), e.closure.size() == 1 ? "" : "s");
     for (size_t k : e.closure)
       o += fmt::format("  {}  {}\n", short_sha(r.pending[k].commit.sha), truncate(r.pending[k].commit.subject, 70));
     for (const auto& x : e.effect) o += "  effect: " + x + "\n";

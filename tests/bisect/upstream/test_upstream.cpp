@@ -187,14 +187,14 @@ TEST(Upstream, DependenciesChainsBundlesAndPlan) {
   EXPECT_TRUE(depends_on(r, "U7", "U6", "This reverts commit"));
   EXPECT_TRUE(depends_on(r, "U7", "U6", "touches lines it changed in docs/guide.md:3"));
   EXPECT_TRUE(depends_on(r, "U8", "U6", "Reland"));
-  EXPECT_TRUE(depends_on(r, "U8", "U7", "follows the revert"));
+  EXPECT_TRUE(depends_on(r, "U8", "U7", "relands after it (this reverted the original)"));
   EXPECT_TRUE(depends_on(r, "U8", "U7", "docs/guide.md:3"));
   // Adjacent lines (2 then 3) touch; line 9 of the same file does not.
   EXPECT_TRUE(depends_on(r, "U12", "U11", "tools/c.py:2"));
   EXPECT_TRUE(pending(r, "U13").depends_on.empty());
   // fixup! by subject only (lines 1 and 4 are apart).
   ASSERT_EQ(pending(r, "U16").depends_on.size(), 1u);
-  EXPECT_TRUE(depends_on(r, "U16", "U15", "fixup!"));
+  EXPECT_TRUE(depends_on(r, "U16", "U15", "amends it (fixup! \"readme: update intro\")"));
   // Risks: fork collision and risky glob.
   ASSERT_EQ(pending(r, "U9").risks.size(), 1u);
   EXPECT_NE(pending(r, "U9").risks[0].find("src/core.c"), std::string::npos);
@@ -459,4 +459,57 @@ TEST(UpstreamCli, EndToEndJsonAndFiles) {
                                     o);
   EXPECT_EQ(unrelated.exit_code, 2);
   EXPECT_NE(unrelated.err.find("unrelated histories"), std::string::npos);
+}
+
+// Line ownership follows insertions made by an integrated commit; sha mentions and file re-creation
+// are dependencies too.
+TEST(Upstream, HunkTrackingThroughIntegratedCommits) {
+  kbtest::TempRepo r;
+  r.write_lines("f.txt", "f", 20);
+  r.write_lines("g.txt", "g", 3);
+  r.write_lines("h.txt", "h", 3);
+  r.commit("base", day(0));
+  r.git({"branch", "fork"});
+  r.set_line("f.txt", 10, "f line 10 by A");
+  std::string a = r.commit("A: change f line 10", day(1));
+  r.write("f.txt", "new 1\nnew 2\nnew 3\nnew 4\nnew 5\n" + read_file(r.path() + "/f.txt"));
+  std::string i = r.commit("I: five lines on top", day(2));
+  r.set_line("f.txt", 15, "f line 10 by B");  // A's line, shifted by I
+  std::string b = r.commit("B: change A's line again", day(3));
+  r.set_line("f.txt", 10, "f line 5 by C");  // originally line 5: nobody's
+  std::string c = r.commit("C: change old line 5", day(4));
+  r.set_line("h.txt", 1, "h line 1 by D");
+  std::string d = r.commit("D: follow-up\n\nSee " + a.substr(0, 12) + " for context.", day(5));
+  r.git({"rm", "-q", "g.txt"});
+  std::string e = r.commit("E: drop g", day(6));
+  r.write("g.txt", "g again\n");
+  std::string f = r.commit("F: bring g back", day(7));
+  r.git({"checkout", "-q", "fork"});
+  r.git({"cherry-pick", i}, day(8));
+
+  git::Repo repo(r.path());
+  auto cfg = upstream::parse_config("risky_paths: []\n", "t.yaml");
+  auto rep = upstream::analyze(repo, "fork", "up", cfg);
+  ASSERT_EQ(rep.pending.size(), 6u);
+  EXPECT_EQ(rep.metrics.integrated_commits, 1);
+  EXPECT_EQ(rep.metrics.backlog_commits, 1);  // A, older than the picked I
+  EXPECT_DOUBLE_EQ(rep.metrics.days_behind, 7.0);
+  auto deps_of = [&](size_t k) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& dep : rep.pending[k].depends_on)
+      for (const auto& why : dep.reasons) out.emplace_back(rep.pending[dep.on].commit.sha, why);
+    return out;
+  };
+  using V = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(rep.pending[0].commit.sha, a);
+  EXPECT_EQ(deps_of(1), (V{{a, "touches lines it changed in f.txt:15"}}));
+  EXPECT_EQ(deps_of(2), V{});
+  EXPECT_EQ(deps_of(3), (V{{a, "mentions it (its sha " + a.substr(0, 12) + " is in the message)"}}));
+  EXPECT_EQ(deps_of(4), V{});
+  EXPECT_EQ(deps_of(5), (V{{e, "re-creates g.txt, which it deleted"}}));
+  // C is the only independent commit; A+B+D and E+F are chains.
+  ASSERT_EQ(rep.plan.size(), 3u);
+  EXPECT_EQ(shas_of(rep, rep.plan[0].commits), std::vector<std::string>{c});
+  EXPECT_EQ(shas_of(rep, rep.plan[1].commits), (std::vector<std::string>{a, b, d}));
+  EXPECT_EQ(shas_of(rep, rep.plan[2].commits), (std::vector<std::string>{e, f}));
 }
