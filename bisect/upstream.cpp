@@ -29,7 +29,8 @@ const char* const kDefinitionPending =
     "pending = non-merge upstream commits that are neither ancestors of the fork nor integrated";
 const char* const kDefinitionIntegrated =
     "integrated = an upstream commit that is an ancestor of the fork, or whose change a fork commit "
-    "carries: same `git patch-id --stable`, or a \"(cherry picked from commit <sha>)\" trailer naming it";
+    "carries: same `git patch-id --stable`, a \"(cherry picked from commit <sha>)\" trailer naming it, or "
+    "(match_by_author) the same author, author date and subject, unique on both sides";
 
 namespace {
 
@@ -93,7 +94,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin) {
   if (!root.IsMap()) cx.fail(root, "an upstream config must be a mapping (risky_paths, bundle_max_commits, ...)");
   static const std::vector<std::string> known = {"risky_paths",        "bundle_max_commits", "dependency",
                                                  "hunk_margin",        "fork_changes_risky", "large_commit_lines",
-                                                 "history_weeks"};
+                                                 "history_weeks",      "match_by_author"};
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
     const YAML::Node& v = kv.second;
@@ -116,6 +117,8 @@ Config parse_config(const std::string& yaml_text, const std::string& origin) {
       c.hunk_margin = cx.get_int(v, key, 0);
     } else if (key == "fork_changes_risky") {
       c.fork_changes_risky = cx.get_bool(v, key);
+    } else if (key == "match_by_author") {
+      c.match_by_author = cx.get_bool(v, key);
     } else if (key == "large_commit_lines") {
       c.large_commit_lines = cx.get_int(v, key, 0);
     } else if (key == "history_weeks") {
@@ -146,7 +149,21 @@ CommitRef to_ref(const git::CommitInfo& c) {
   return CommitRef{c.sha, c.subject, c.author_name, c.author_time, c.commit_time};
 }
 
-enum How { kNotIntegrated = 0, kByPatchId = 1, kByTrailer = 2 };
+enum How { kNotIntegrated = 0, kByPatchId = 1, kByTrailer = 2, kByAuthor = 3 };
+
+const char* how_name(int how) {
+  switch (how) {
+    case kByPatchId: return "patch-id";
+    case kByTrailer: return "cherry-pick trailer";
+    case kByAuthor: return "author, author date and subject";
+    default: return "not integrated";
+  }
+}
+
+// Cherry-picks keep the author, the author date (to the second) and the subject.
+std::string author_key(const git::CommitInfo& c) {
+  return c.author_email + '\n' + std::to_string(c.author_time) + '\n' + c.subject;
+}
 
 struct State {
   std::string fork_sha, upstream_sha, base_sha;
@@ -194,7 +211,7 @@ class Analyzer {
   const std::optional<std::string>& pid(const std::string& sha) { return pids_.at(sha); }
 
   State state(const std::string& fork_sha, const std::string& upstream_sha, const std::string& fork_name,
-              const std::string& upstream_name) {
+              const std::string& upstream_name, bool match_by_author) {
     State s;
     s.fork_sha = fork_sha;
     s.upstream_sha = upstream_sha;
@@ -239,9 +256,14 @@ class Analyzer {
     // Fork side: patch id -> first fork commit; cherry-pick trailers -> named sha (prefix).
     std::unordered_map<std::string, std::string> pid_to_fork;
     std::vector<std::pair<std::string, size_t>> trailers;  // (named sha prefix, fork index)
+    std::unordered_map<std::string, long> author_to_fork;   // author key -> fork index (-1: ambiguous)
     static const std::regex trailer_re(R"(\(cherry picked from commit ([0-9a-fA-F]{7,64})\))");
     for (size_t j = 0; j < s.fork.size(); ++j) {
       if (const auto& p = pid(s.fork[j])) pid_to_fork.emplace(*p, s.fork[j]);
+      if (match_by_author) {
+        auto [it, fresh] = author_to_fork.emplace(author_key(info(s.fork[j])), long(j));
+        if (!fresh) it->second = -1;
+      }
       const std::string& msg = info(s.fork[j]).message;
       for (std::sregex_iterator it(msg.begin(), msg.end(), trailer_re), end; it != end; ++it) {
         std::string named = (*it)[1].str();
@@ -253,6 +275,10 @@ class Analyzer {
     s.carrier.assign(s.up.size(), "");
     s.fork_is_pick.assign(s.fork.size(), false);
     std::set<std::string> up_pids;
+    std::unordered_map<std::string, int> up_author_count;
+    if (match_by_author)
+      for (size_t i = 0; i < s.up.size(); ++i)
+        if (!s.merge[i]) ++up_author_count[author_key(info(s.up[i]))];
     for (size_t i = 0; i < s.up.size(); ++i) {
       if (s.merge[i]) continue;
       const auto& p = pid(s.up[i]);
@@ -272,6 +298,15 @@ class Analyzer {
           s.fork_is_pick[j] = true;
           break;
         }
+      if (s.how[i] == kNotIntegrated && match_by_author) {
+        std::string key = author_key(info(s.up[i]));
+        auto it = author_to_fork.find(key);
+        if (it != author_to_fork.end() && it->second >= 0 && up_author_count[key] == 1) {
+          s.how[i] = kByAuthor;
+          s.carrier[i] = s.fork[size_t(it->second)];
+          s.fork_is_pick[size_t(it->second)] = true;
+        }
+      }
     }
     for (size_t j = 0; j < s.fork.size(); ++j)
       if (const auto& p = pid(s.fork[j]); p && up_pids.count(*p)) s.fork_is_pick[j] = true;
@@ -444,7 +479,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
   r.config = cfg;
   std::string fork_sha = repo.resolve(fork_ref, "fork ref");
   std::string up_sha = repo.resolve(upstream_ref, "upstream ref");
-  State s = an.state(fork_sha, up_sha, fork_ref, upstream_ref);
+  State s = an.state(fork_sha, up_sha, fork_ref, upstream_ref, cfg.match_by_author);
   r.fork_head = to_ref(an.info(fork_sha));
   r.merge_base = to_ref(an.info(s.base_sha));
   std::vector<bool> integ = integrated_flags(s);
@@ -457,7 +492,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
     if (s.merge[i]) continue;
     const auto& c = an.info(s.up[i]);
     if (integ[i]) {
-      r.integrated.push_back({to_ref(c), s.how[i] == kByPatchId ? "patch-id" : "cherry-pick trailer", s.carrier[i]});
+      r.integrated.push_back({to_ref(c), how_name(s.how[i]), s.carrier[i]});
     } else {
       pending_of[i] = long(r.pending.size());
       range_of.push_back(i);
@@ -541,8 +576,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
     return found;
   };
   auto how_text = [&](size_t j) {
-    return fmt::format("{} as {}", s.how[j] == kByPatchId ? "by patch-id" : "by cherry-pick trailer",
-                       short_sha(s.carrier[j]));
+    return fmt::format("by {} as {}", how_name(s.how[j]), short_sha(s.carrier[j]));
   };
   static const std::regex reverts_sha_re(R"(This reverts commit ([0-9a-fA-F]{7,64}))");
   static const std::regex revert_subj_re(R"re(^Revert "(.*)"$)re");
@@ -745,7 +779,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
       auto f = repo.rev_list({fork_sha}, o);
       auto u = repo.rev_list({up_sha}, o);
       if (f.empty() || u.empty() || repo.merge_bases(f[0], u[0]).empty()) continue;
-      State hs = an.state(f[0], u[0], fork_ref, upstream_ref);
+      State hs = an.state(f[0], u[0], fork_ref, upstream_ref, cfg.match_by_author);
       r.history.push_back({t, f[0], u[0], an.metrics(hs, integrated_flags(hs))});
     }
   }
@@ -893,7 +927,8 @@ nlohmann::json to_json(const Report& r) {
                  {"hunk_margin", r.config.hunk_margin},
                  {"fork_changes_risky", r.config.fork_changes_risky},
                  {"large_commit_lines", r.config.large_commit_lines},
-                 {"history_weeks", r.config.history_weeks}};
+                 {"history_weeks", r.config.history_weeks},
+                 {"match_by_author", r.config.match_by_author}};
   j["dependency_level"] = r.dependency_level;
   j["notes"] = r.notes;
   j["metrics"] = metrics_json(r.metrics);

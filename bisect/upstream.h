@@ -6,7 +6,8 @@
 //   * an upstream commit in that range is *integrated* when a fork commit in `git rev-list F ^U`
 //     has the same `git patch-id --stable` (a cherry-pick, whatever its hash — what `git cherry`
 //     does), or carries a "(cherry picked from commit <sha>)" trailer naming it (`cherry-pick -x`,
-//     also when conflict resolution changed the patch);
+//     also when conflict resolution changed the patch), or (Config::match_by_author) has the same
+//     author, author date and subject, unique on both sides (a conflicted pick without -x);
 //   * *pending* commits: non-merge commits of the range that are not integrated;
 //   * *integration point*: the last commit of the range (in upstream's topological order) that is
 //     integrated together with all of its ancestors (merges count when their parents do); when no
@@ -49,6 +50,10 @@ struct Config {
   bool fork_changes_risky = true;          // touching a file the fork changed is a risk
   int large_commit_lines = 0;              // > this many changed lines is a risk; 0: off
   int history_weeks = 12;                  // rows of --history (one per week, newest last)
+  // Also count an upstream commit as integrated when a fork commit has the same author, author date
+  // (to the second) and subject, unique on both sides: cherry-picks whose patch changed (conflicts)
+  // and that carry no -x trailer.
+  bool match_by_author = true;
 };
 
 // Reads a YAML config. Errors name file:line:column and the field (InputError).
@@ -62,7 +67,7 @@ struct CommitRef {
 
 struct IntegratedCommit {
   CommitRef commit;      // the upstream commit
-  std::string how;       // "patch-id" or "cherry-pick trailer"
+  std::string how;       // "patch-id", "cherry-pick trailer" or "author, author date and subject"
   std::string fork_sha;  // the fork commit that carries it
 };
 

@@ -513,3 +513,36 @@ TEST(Upstream, HunkTrackingThroughIntegratedCommits) {
   EXPECT_EQ(shas_of(rep, rep.plan[1].commits), (std::vector<std::string>{a, b, d}));
   EXPECT_EQ(shas_of(rep, rep.plan[2].commits), (std::vector<std::string>{e, f}));
 }
+
+// A pick whose patch changed and that has no -x trailer is still found by author, date and subject
+// (unless turned off); the changed patch keeps it out of patch-id matching.
+TEST(Upstream, ConflictedPickWithoutTrailerMatchesByAuthor) {
+  kbtest::TempRepo r;
+  r.write_lines("a.txt", "a", 10);
+  r.commit("base", day(0));
+  r.git({"branch", "fork"});
+  r.set_line("a.txt", 1, "a line 1 up");
+  std::string x = r.commit("X: first line", day(1));
+  r.set_line("a.txt", 2, "a line 2 up");
+  r.commit("Y: second line", day(2));
+  r.git({"checkout", "-q", "fork"});
+  r.git({"cherry-pick", x}, day(3));
+  r.set_line("a.txt", 5, "a line 5 adapted");
+  r.git({"add", "-A"});
+  r.git({"commit", "-q", "--amend", "--no-edit"}, day(3));
+  std::string pick = r.git({"rev-parse", "HEAD"});
+  git::Repo repo(r.path());
+  auto rep = upstream::analyze(repo, "fork", "up", upstream::parse_config("risky_paths: []\n", "t.yaml"));
+  ASSERT_EQ(rep.integrated.size(), 1u);
+  EXPECT_EQ(rep.integrated[0].commit.sha, x);
+  EXPECT_EQ(rep.integrated[0].how, "author, author date and subject");
+  EXPECT_EQ(rep.integrated[0].fork_sha, pick);
+  EXPECT_EQ(rep.metrics.integration_point.sha, x);
+  EXPECT_DOUBLE_EQ(rep.metrics.days_behind, 1.0);
+  EXPECT_TRUE(rep.fork_changed_files.empty());  // the pick is not a fork-local change
+  auto off = upstream::analyze(repo, "fork", "up",
+                               upstream::parse_config("risky_paths: []\nmatch_by_author: false\n", "t.yaml"));
+  EXPECT_TRUE(off.integrated.empty());
+  EXPECT_EQ(off.metrics.pending_commits, 2);
+  EXPECT_EQ(off.fork_changed_files, std::vector<std::string>{"a.txt"});
+}
