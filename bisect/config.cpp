@@ -1,0 +1,312 @@
+#include "bisect/config.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/hash.h"
+#include "harness/sweep.h"
+
+namespace kb::bisect {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Ctx {
+  std::string origin;
+  std::string at(const YAML::Node& n) const {
+    const auto& m = n.Mark();
+    if (m.line < 0) return origin;
+    return fmt::format("{}:{}:{}", origin, m.line + 1, m.column + 1);
+  }
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& msg) const { throw InputError(at(n) + ": " + msg); }
+};
+
+void check_keys(const Ctx& cx, const YAML::Node& n, const std::string& what, const std::vector<std::string>& known) {
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string k = it->first.as<std::string>();
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      std::string ks;
+      for (const auto& s : known) ks += (ks.empty() ? "" : ", ") + s;
+      cx.fail(it->first, fmt::format("unknown field '{}' in {} (known: {})", k, what, ks));
+    }
+  }
+}
+
+std::string str(const Ctx& cx, const YAML::Node& n, const std::string& field) {
+  if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a string", field));
+  return n.Scalar();
+}
+
+double num(const Ctx& cx, const YAML::Node& n, const std::string& field) {
+  if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a number", field));
+  try {
+    size_t pos = 0;
+    double v = std::stod(n.Scalar(), &pos);
+    if (pos == n.Scalar().size()) return v;
+  } catch (...) {
+  }
+  cx.fail(n, fmt::format("'{}' = '{}' is not a number", field, n.Scalar()));
+}
+
+int positive_int(const Ctx& cx, const YAML::Node& n, const std::string& field) {
+  double v = num(cx, n, field);
+  if (v < 1 || v != double(int64_t(v)) || v > 1e9) cx.fail(n, fmt::format("'{}' = '{}' must be a positive integer", field, n.Scalar()));
+  return int(v);
+}
+
+bool boolean(const Ctx& cx, const YAML::Node& n, const std::string& field) {
+  const std::string s = str(cx, n, field);
+  if (s == "true" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "no" || s == "off") return false;
+  cx.fail(n, fmt::format("'{}' = '{}' must be true or false", field, s));
+}
+
+Metric parse_metric(const Ctx& cx, const YAML::Node& n) {
+  const std::string s = str(cx, n, "metric");
+  for (Metric m : {Metric::time, Metric::tflops, Metric::registers, Metric::spills, Metric::stack, Metric::smem,
+                   Metric::code_bytes, Metric::compile_time, Metric::max_error})
+    if (to_string(m) == s) return m;
+  cx.fail(n, fmt::format("metric '{}' is not one of time, tflops, registers, spills, stack, smem, code_bytes, "
+                         "compile_time, max_error",
+                         s));
+}
+
+std::string emit(const YAML::Node& n) {
+  YAML::Emitter e;
+  e << n;
+  return e.c_str();
+}
+
+// The config's own lines for the given top-level keys, every other line blanked, so the sweep parser's
+// line:col messages point into the config file.
+std::string keep_top_level(const std::string& text, const std::vector<std::string>& keys) {
+  std::istringstream in(text);
+  std::string line, out;
+  bool keep = false;
+  while (std::getline(in, line)) {
+    const bool top = !line.empty() && line[0] != ' ' && line[0] != '\t' && line[0] != '#' && line[0] != '-';
+    if (top) {
+      keep = false;
+      for (const auto& k : keys)
+        if (line.rfind(k + ":", 0) == 0) keep = true;
+      if (line == "---" || line == "...") keep = false;
+    }
+    out += (keep ? line : std::string()) + "\n";
+  }
+  return out;
+}
+
+ProviderSpec parse_provider(const Ctx& cx, const YAML::Node& n) {
+  if (!n.IsMap()) cx.fail(n, "'provider' must be a mapping with one of build, prebuilt, in_tree");
+  check_keys(cx, n, "provider", {"build", "prebuilt", "in_tree"});
+  if (n.size() != 1) cx.fail(n, "'provider' must have exactly one of build, prebuilt, in_tree");
+  ProviderSpec p;
+  auto toolchain_spec = [&](const YAML::Node& parent, const std::string& where) {
+    const YAML::Node t = parent["toolchain"];
+    if (!t) cx.fail(parent, fmt::format("'{}' is missing field 'toolchain' (a toolchain spec that may use {{out}})", where));
+    if (!t.IsMap()) cx.fail(t, fmt::format("'{}.toolchain' must be a toolchain mapping (name, backend, kind, compiler, flags, ...)", where));
+    p.toolchain_yaml = emit(t);
+    p.toolchain_origin = cx.at(t);
+  };
+  if (const auto b = n["build"]) {
+    p.kind = ProviderSpec::Kind::build;
+    if (!b.IsMap()) cx.fail(b, "'provider.build' must be a mapping with command, toolchain, timeout_s");
+    check_keys(cx, b, "provider.build", {"command", "toolchain", "timeout_s"});
+    if (!b["command"]) cx.fail(b, "'provider.build' is missing field 'command'");
+    p.command = str(cx, b["command"], "provider.build.command");
+    if (p.command.empty()) cx.fail(b["command"], "'provider.build.command' is empty");
+    if (b["timeout_s"]) {
+      p.timeout_s = num(cx, b["timeout_s"], "provider.build.timeout_s");
+      if (!(p.timeout_s > 0)) cx.fail(b["timeout_s"], "'provider.build.timeout_s' must be positive");
+    }
+    toolchain_spec(b, "provider.build");
+  } else if (const auto pb = n["prebuilt"]) {
+    p.kind = ProviderSpec::Kind::prebuilt;
+    if (pb.IsScalar()) {
+      p.path = pb.Scalar();
+    } else if (pb.IsMap()) {
+      check_keys(cx, pb, "provider.prebuilt", {"path", "toolchain", "name"});
+      if (!pb["path"]) cx.fail(pb, "'provider.prebuilt' is missing field 'path'");
+      p.path = str(cx, pb["path"], "provider.prebuilt.path");
+      if (pb["name"]) p.name = str(cx, pb["name"], "provider.prebuilt.name");
+      if (pb["toolchain"]) toolchain_spec(pb, "provider.prebuilt");
+    } else {
+      cx.fail(pb, "'provider.prebuilt' must be a path pattern with {sha} or {path, toolchain}");
+    }
+    if (p.path.find("{sha}") == std::string::npos)
+      cx.fail(pb, fmt::format("'provider.prebuilt' path '{}' must contain {{sha}}", p.path));
+    const bool is_yaml = p.path.ends_with(".yaml") || p.path.ends_with(".yml");
+    if (!is_yaml && p.toolchain_yaml.empty())
+      cx.fail(pb, "'provider.prebuilt': a path that is not a .yaml toolchain file needs 'toolchain' (a spec using {out})");
+  } else {
+    const auto it = n["in_tree"];
+    p.kind = ProviderSpec::Kind::in_tree;
+    if (it.IsScalar()) {
+      p.path = it.Scalar();
+    } else if (it.IsMap()) {
+      check_keys(cx, it, "provider.in_tree", {"path", "name"});
+      if (!it["path"]) cx.fail(it, "'provider.in_tree' is missing field 'path'");
+      p.path = str(cx, it["path"], "provider.in_tree.path");
+      if (it["name"]) p.name = str(cx, it["name"], "provider.in_tree.name");
+    } else {
+      cx.fail(it, "'provider.in_tree' must be the path of a toolchain YAML inside the repository");
+    }
+    if (p.path.empty() || p.path[0] == '/') cx.fail(it, fmt::format("'provider.in_tree' path '{}' must be relative to the repository root", p.path));
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string to_string(Metric m) {
+  switch (m) {
+    case Metric::time: return "time";
+    case Metric::tflops: return "tflops";
+    case Metric::registers: return "registers";
+    case Metric::spills: return "spills";
+    case Metric::stack: return "stack";
+    case Metric::smem: return "smem";
+    case Metric::code_bytes: return "code_bytes";
+    case Metric::compile_time: return "compile_time";
+    case Metric::max_error: return "max_error";
+  }
+  return "?";
+}
+
+bool is_timed(Metric m) { return m == Metric::time || m == Metric::tflops || m == Metric::compile_time; }
+
+bool is_integer(Metric m) {
+  return m == Metric::registers || m == Metric::spills || m == Metric::stack || m == Metric::smem ||
+         m == Metric::code_bytes;
+}
+
+BisectConfig parse_bisect_config(const std::string& text, const std::string& origin) {
+  Ctx cx{origin};
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
+  check_keys(cx, root, "bisect config",
+             {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",
+              "shape_sets", "metric", "threshold", "budgets", "measure"});
+  BisectConfig c;
+  c.file = origin;
+  c.text_hash = sha256_hex(text);
+  const std::string base = fs::absolute(origin).parent_path().string();
+  auto require = [&](const char* k) {
+    if (!root[k]) throw InputError(fmt::format("{}: missing field '{}'", origin, k));
+    return root[k];
+  };
+  c.name = root["name"] ? str(cx, root["name"], "name") : fs::path(origin).stem().string();
+  {
+    const auto r = require("repo");
+    std::string repo = str(cx, r, "repo");
+    if (repo.empty()) cx.fail(r, "'repo' is empty");
+    fs::path p(repo);
+    if (p.is_relative()) p = fs::path(base) / p;
+    std::error_code ec;
+    if (!fs::is_directory(p, ec)) cx.fail(r, fmt::format("'repo': directory '{}' does not exist", p.string()));
+    c.repo = fs::weakly_canonical(p).string();
+  }
+  c.good = str(cx, require("good"), "good");
+  c.bad = str(cx, require("bad"), "bad");
+  if (c.good.empty()) cx.fail(root["good"], "'good' is empty");
+  if (c.bad.empty()) cx.fail(root["bad"], "'bad' is empty");
+  if (root["first_parent"]) c.first_parent = boolean(cx, root["first_parent"], "first_parent");
+  c.provider = parse_provider(cx, require("provider"));
+
+  if (root["cases"] && root["benchmarks"])
+    cx.fail(root["benchmarks"], "give either 'cases' (a sweep file) or inline 'benchmarks', not both");
+  if (const auto cs = root["cases"]) {
+    if (!cs.IsMap()) cx.fail(cs, "'cases' must be a mapping {sweep: FILE, filter: REGEX}");
+    check_keys(cx, cs, "cases", {"sweep", "filter", "tier"});
+    if (!cs["sweep"]) cx.fail(cs, "'cases' is missing field 'sweep'");
+    fs::path sp(str(cx, cs["sweep"], "cases.sweep"));
+    if (sp.is_relative()) sp = fs::path(base) / sp;
+    if (!file_exists(sp.string())) cx.fail(cs["sweep"], fmt::format("'cases.sweep': file '{}' not found", sp.string()));
+    c.sweep_origin = sp.string();
+    c.sweep_text = read_file(c.sweep_origin);
+    if (cs["filter"]) c.filter = str(cx, cs["filter"], "cases.filter");
+    if (cs["tier"]) c.tier = str(cx, cs["tier"], "cases.tier");
+  } else if (root["benchmarks"]) {
+    c.sweep_origin = origin;
+    c.sweep_text = keep_top_level(text, {"name", "benchmarks", "shape_sets"});
+  } else {
+    throw InputError(fmt::format("{}: missing field 'cases' (a sweep file) or inline 'benchmarks'", origin));
+  }
+
+  c.metric = root["metric"] ? parse_metric(cx, root["metric"]) : Metric::time;
+  if (const auto t = root["threshold"]) {
+    const std::string s = str(cx, t, "threshold");
+    if (!s.empty() && s.back() != '%' && (is_integer(c.metric) || c.metric == Metric::max_error)) {
+      c.threshold = num(cx, t, "threshold");
+      c.threshold_absolute = true;
+      if (!(c.threshold > 0)) cx.fail(t, fmt::format("'threshold' = '{}' must be positive", s));
+    } else {
+      try {
+        c.threshold = parse_fraction(s, "threshold");
+      } catch (const InputError& e) {
+        cx.fail(t, e.what());
+      }
+      if (!(c.threshold > 0 && c.threshold < 10)) cx.fail(t, fmt::format("'threshold' = '{}' must be a positive fraction", s));
+    }
+  } else if (is_integer(c.metric)) {
+    c.threshold = 1;  // any change of an integer metric
+    c.threshold_absolute = true;
+  }
+
+  if (const auto b = root["budgets"]) {
+    if (!b.IsMap()) cx.fail(b, "'budgets' must be a mapping");
+    check_keys(cx, b, "budgets", {"max_builds", "max_samples_per_step", "max_wall_s"});
+    if (b["max_builds"]) c.budgets.max_builds = positive_int(cx, b["max_builds"], "budgets.max_builds");
+    if (b["max_samples_per_step"])
+      c.budgets.max_samples_per_step = positive_int(cx, b["max_samples_per_step"], "budgets.max_samples_per_step");
+    if (b["max_wall_s"]) {
+      c.budgets.max_wall_s = num(cx, b["max_wall_s"], "budgets.max_wall_s");
+      if (!(c.budgets.max_wall_s > 0)) cx.fail(b["max_wall_s"], "'budgets.max_wall_s' must be positive");
+    }
+  }
+  if (const auto m = root["measure"]) {
+    if (!m.IsMap()) cx.fail(m, "'measure' must be a mapping");
+    check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "alpha", "max_step_s", "seed"});
+    auto& s = c.measure;
+    if (m["mode"]) {
+      s.mode = str(cx, m["mode"], "measure.mode");
+      if (*s.mode != "hot" && *s.mode != "cold") cx.fail(m["mode"], fmt::format("'measure.mode' = '{}' must be hot or cold", *s.mode));
+    }
+    if (m["warmup_s"]) s.warmup_s = num(cx, m["warmup_s"], "measure.warmup_s");
+    if (m["min_sample_s"]) s.min_sample_s = num(cx, m["min_sample_s"], "measure.min_sample_s");
+    if (m["min_samples"]) s.min_samples = positive_int(cx, m["min_samples"], "measure.min_samples");
+    if (s.min_samples < 4) cx.fail(m["min_samples"], "'measure.min_samples' must be >= 4");
+    if (m["alpha"]) {
+      s.alpha = num(cx, m["alpha"], "measure.alpha");
+      if (!(s.alpha > 0 && s.alpha < 0.5)) cx.fail(m["alpha"], "'measure.alpha' must be in (0, 0.5)");
+    }
+    if (m["max_step_s"]) {
+      s.max_step_s = num(cx, m["max_step_s"], "measure.max_step_s");
+      if (!(s.max_step_s > 0)) cx.fail(m["max_step_s"], "'measure.max_step_s' must be positive");
+    }
+    if (m["seed"]) s.seed = uint64_t(num(cx, m["seed"], "measure.seed"));
+  }
+  if (c.budgets.max_samples_per_step < c.measure.min_samples)
+    throw InputError(fmt::format("{}: budgets.max_samples_per_step ({}) is below measure.min_samples ({})", origin,
+                                 c.budgets.max_samples_per_step, c.measure.min_samples));
+  return c;
+}
+
+BisectConfig load_bisect_config(const std::string& path) {
+  if (!file_exists(path)) throw InputError(fmt::format("bisect config not found: {}", path));
+  return parse_bisect_config(read_file(path), path);
+}
+
+}  // namespace kb::bisect

@@ -1,0 +1,87 @@
+// The bisect configuration (YAML, yaml-cpp). Errors name file:line:col and the field.
+//
+//   repo: ../llvm-project          # relative to this file
+//   good: v19.1.0                  # any ref git resolves
+//   bad: main
+//   first_parent: true             # walk bad's first-parent line (default)
+//   provider:                      # exactly one of build / prebuilt / in_tree
+//     build:
+//       command: ninja -C "$KBISECT_OUT" clang   # run as /bin/sh -c COMMAND in a worktree at the commit;
+//                                                # KBISECT_COMMIT / KBISECT_WORKTREE / KBISECT_OUT are set
+//       timeout_s: 3600
+//       toolchain: {name: clang-at-commit, backend: cpu, kind: clang, compiler: "{out}/bin/clang++",
+//                   flags: [-O3, -march=x86-64-v3]}
+//     # prebuilt: {path: /builds/{sha}, toolchain: {... "{out}/bin/clang++" ...}}   ({out} = path at sha)
+//     # prebuilt: /builds/{sha}/toolchain.yaml
+//     # in_tree: toolchains/kernel-compiler.yaml       # or {path: ..., name: NAME}
+//   cases: {sweep: sweeps/smoke.yaml, filter: "matmul_tiled.*f32"}   # or inline `benchmarks:` (+ shape_sets)
+//   metric: time        # time | tflops | registers | spills | stack | smem | code_bytes | compile_time | max_error
+//   threshold: 0.5%     # relative; integer metrics also take an absolute count (threshold: 8)
+//   budgets: {max_builds: 40, max_samples_per_step: 1024, max_wall_s: 7200}
+//   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, alpha: 0.05,
+//             max_step_s: 60, seed: 1}
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kb::bisect {
+
+enum class Metric { time, tflops, registers, spills, stack, smem, code_bytes, compile_time, max_error };
+std::string to_string(Metric m);
+// Timing metrics are sampled and decided statistically; the others are static (one value per binary).
+bool is_timed(Metric m);
+// Integer-valued static metrics accept an absolute threshold.
+bool is_integer(Metric m);
+
+struct ProviderSpec {
+  enum class Kind { build, prebuilt, in_tree };
+  Kind kind = Kind::in_tree;
+  std::string command;         // build: run with /bin/sh -c in a worktree at the commit
+  double timeout_s = 3600;     // build: per commit
+  std::string toolchain_yaml;  // build / prebuilt-dir: toolchain spec (YAML text), may use {out} {sha} {repo}
+  std::string toolchain_origin;  // where that spec is in the config ("file:line:col")
+  std::string path;            // prebuilt: pattern with {sha}; in_tree: path inside the repo
+  std::string name;            // in_tree / prebuilt file: which toolchain when the file holds several
+};
+
+struct Budgets {
+  int max_builds = 40;             // toolchain builds (cached ones are free)
+  int max_samples_per_step = 1024; // rounds (samples of each executable) per measured step
+  double max_wall_s = 0;           // 0 = no limit
+};
+
+struct MeasureSettings {
+  // Overrides of the cases' own measure settings (empty = keep the sweep's).
+  std::optional<std::string> mode;
+  std::optional<double> warmup_s, min_sample_s;
+  uint64_t seed = 1;
+  int min_samples = 16;    // first look of the sequential decision (rounds)
+  double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
+  double max_step_s = 120; // wall time cap for one measured step
+};
+
+struct BisectConfig {
+  std::string file;        // the config file ("" for text)
+  std::string name;
+  std::string repo;        // absolute
+  std::string good, bad;   // refs as written
+  bool first_parent = true;
+  ProviderSpec provider;
+  // Cases: a sweep text (a sweep file's contents, or the inline benchmarks of the config with other lines
+  // blanked so that line numbers still point into the config file) and its origin for messages.
+  std::string sweep_text, sweep_origin;
+  std::string filter, tier;
+  Metric metric = Metric::time;
+  double threshold = 0.005;   // relative fraction, or absolute count when threshold_absolute
+  bool threshold_absolute = false;
+  Budgets budgets;
+  MeasureSettings measure;
+  std::string text_hash;      // sha256 of the config text (journal compatibility check)
+};
+
+BisectConfig load_bisect_config(const std::string& path);
+BisectConfig parse_bisect_config(const std::string& text, const std::string& origin);
+
+}  // namespace kb::bisect

@@ -1,0 +1,396 @@
+#include "bisect/oracle.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/measure.h"
+#include "harness/runner.h"
+
+namespace kb::bisect {
+
+using json = nlohmann::json;
+
+// ---- probe ---------------------------------------------------------------------------------------
+
+std::string Probe::hash_key() const {
+  if (!ok) return "";
+  std::string k;
+  for (size_t i = 0; i < code_hashes.size(); ++i) k += case_ids[i] + "=" + code_hashes[i] + ";";
+  return k;
+}
+
+json to_json(const Probe& p) {
+  json j = {{"ok", p.ok}, {"built", p.built}, {"build_s", p.build_s}};
+  if (!p.ok) j["reason"] = p.reason;
+  j["cases"] = p.case_ids;
+  j["code_hashes"] = p.code_hashes;
+  j["values"] = p.values;
+  j["toolchain_identity"] = p.toolchain_identity;
+  return j;
+}
+
+Probe probe_from_json(const json& j) {
+  Probe p;
+  p.ok = j.at("ok").get<bool>();
+  p.built = j.value("built", false);
+  p.build_s = j.value("build_s", 0.0);
+  p.reason = j.value("reason", std::string());
+  p.case_ids = j.value("cases", std::vector<std::string>{});
+  p.code_hashes = j.value("code_hashes", std::vector<std::string>{});
+  p.values = j.value("values", std::vector<double>{});
+  p.toolchain_identity = j.value("toolchain_identity", std::string());
+  return p;
+}
+
+// ---- decisions -----------------------------------------------------------------------------------
+
+SequentialRule::SequentialRule(stats::DecisionConfig cfg, PairFn pair) : seq_(cfg), pair_(std::move(pair)) {}
+
+bool SequentialRule::operator()(const Rounds& r) {
+  if (decided_) return true;
+  int64_t n = int64_t(r.empty() ? 0 : r[0].size());
+  for (const auto& v : r) n = std::min<int64_t>(n, int64_t(v.size()));
+  if (n == looked_at_ || !seq_.is_look(n)) return false;
+  looked_at_ = n;
+  auto [base, next] = pair_(r);
+  last_ = seq_.look(base, next, n >= seq_.config().max_n);
+  decided_ = last_.verdict != stats::Verdict::unsure;
+  return decided_;
+}
+
+stats::Decision SequentialRule::finish(const Rounds& r) {
+  int64_t n = int64_t(r.empty() ? 0 : r[0].size());
+  for (const auto& v : r) n = std::min<int64_t>(n, int64_t(v.size()));
+  if (!decided_ && n != looked_at_ && n >= 2) {
+    // The budget ended between planned looks: one last look at what there is (it replaces the next
+    // planned look, so the number of looks stays within the Bonferroni plan).
+    auto [base, next] = pair_(r);
+    last_ = seq_.look(base, next, true);
+    looked_at_ = n;
+    decided_ = last_.verdict != stats::Verdict::unsure;
+  } else if (!decided_) {
+    last_.final_look = true;
+  }
+  return last_;
+}
+
+SequentialRule side_rule(double alpha, int min_n, int max_n) {
+  stats::DecisionConfig c;
+  // Only the sign of d matters here (which level is nearer), so the equivalence band is vanishingly small.
+  c.threshold = 1e-9;
+  c.alpha = alpha;
+  c.min_n = min_n;
+  c.max_n = std::max(min_n, max_n);
+  return SequentialRule(c, [](const Rounds& r) {
+    const size_t n = std::min({r[0].size(), r[1].size(), r[2].size()});
+    std::vector<double> mid(n), t(r[2].begin(), r[2].begin() + long(n));
+    for (size_t i = 0; i < n; ++i) mid[i] = std::sqrt(r[0][i] * r[1][i]);
+    return std::make_pair(mid, t);
+  });
+}
+
+SequentialRule threshold_rule(double threshold, double alpha, int min_n, int max_n) {
+  stats::DecisionConfig c;
+  c.threshold = threshold;
+  c.alpha = alpha;
+  c.min_n = min_n;
+  c.max_n = std::max(min_n, max_n);
+  return SequentialRule(c, [](const Rounds& r) {
+    const size_t n = std::min(r[0].size(), r[1].size());
+    return std::make_pair(std::vector<double>(r[0].begin(), r[0].begin() + long(n)),
+                          std::vector<double>(r[1].begin(), r[1].begin() + long(n)));
+  });
+}
+
+std::optional<Side> side_of(const stats::Decision& d) {
+  if (d.verdict == stats::Verdict::worse) return Side::bad;
+  if (d.verdict == stats::Verdict::better) return Side::good;
+  return std::nullopt;
+}
+
+namespace {
+bool beyond(double from, double to, double threshold, bool absolute) {
+  const double delta = std::abs(to - from);
+  if (absolute) return delta >= threshold;
+  if (from == 0) return delta > 0;
+  return delta >= threshold * std::abs(from);
+}
+}  // namespace
+
+std::vector<bool> static_regressed(const std::vector<double>& good, const std::vector<double>& bad, double threshold,
+                                   bool absolute) {
+  std::vector<bool> out(good.size(), false);
+  for (size_t i = 0; i < good.size() && i < bad.size(); ++i) out[i] = beyond(good[i], bad[i], threshold, absolute);
+  return out;
+}
+
+Side static_side(const std::vector<double>& good, const std::vector<double>& bad, const std::vector<double>& commit,
+                 const std::vector<bool>& regressed, double threshold, bool absolute) {
+  for (size_t i = 0; i < good.size() && i < commit.size(); ++i) {
+    if (!regressed[i]) continue;
+    const double dir = bad[i] > good[i] ? 1 : -1;
+    if ((commit[i] - good[i]) * dir > 0 && beyond(good[i], commit[i], threshold, absolute)) return Side::bad;
+  }
+  return Side::good;
+}
+
+double static_metric_value(Metric m, const std::string& backend, const std::map<std::string, double>& metrics,
+                           int64_t code_bytes, double max_error) {
+  auto get = [&](std::initializer_list<const char*> names) -> double {
+    double sum = 0;
+    bool any = false;
+    for (const char* n : names)
+      if (auto it = metrics.find(n); it != metrics.end()) {
+        sum += it->second;
+        any = true;
+      }
+    if (!any) {
+      std::string have;
+      for (const auto& [k, v] : metrics) have += (have.empty() ? "" : ", ") + k;
+      throw InputError(fmt::format("metric '{}' is not reported by the {} backend (it reports: {})", to_string(m),
+                                   backend, have.empty() ? "code_bytes only" : have));
+    }
+    return sum;
+  };
+  switch (m) {
+    case Metric::code_bytes: return double(code_bytes);
+    case Metric::max_error: return max_error;
+    case Metric::registers: return backend == "hip" ? get({"vgprs", "agprs"}) : get({"registers"});
+    case Metric::spills:
+      return backend == "hip" ? get({"vgpr_spills", "sgpr_spills"}) : get({"spill_stores", "spill_loads"});
+    case Metric::stack: return backend == "hip" ? get({"scratch_bytes"}) : get({"stack_bytes"});
+    case Metric::smem: return backend == "hip" ? get({"lds_bytes"}) : get({"smem_bytes"});
+    default: throw InputError(fmt::format("metric '{}' is timed, not static", to_string(m)));
+  }
+}
+
+// ---- the real lab --------------------------------------------------------------------------------
+
+namespace {
+
+std::string case_key(const PlannedCase& pc) {
+  CaseResult r;
+  r.kernel = pc.c.kernel->name;
+  r.backend = pc.c.kernel->backend;
+  r.params = pc.c.params;
+  r.shape = pc.c.shape;
+  r.dtype = pc.c.dtype;
+  return r.key();
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool needs_run(Metric m) { return m == Metric::time || m == Metric::tflops || m == Metric::max_error; }
+
+}  // namespace
+
+struct RealLab::Loaded {
+  Probe probe;
+  Sweep sweep;
+  std::vector<const PlannedCase*> cases;              // sorted by key
+  std::vector<std::unique_ptr<Executable>> exes;      // per case when the metric runs them
+};
+
+RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {}
+RealLab::~RealLab() = default;
+
+RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out) {
+  if (auto it = loaded_.find(sha); it != loaded_.end()) {
+    // Most recently used last: the commits of one measurement are never the ones evicted.
+    lru_.erase(std::find(lru_.begin(), lru_.end(), sha));
+    lru_.push_back(sha);
+    if (probe_out) *probe_out = it->second->probe;
+    return *it->second;
+  }
+  auto L = std::make_unique<Loaded>();
+  Probe& p = L->probe;
+  auto finish = [&]() -> Loaded& {
+    if (probe_out) *probe_out = p;
+    Loaded& ref = *L;
+    loaded_[sha] = std::move(L);
+    lru_.push_back(sha);
+    while (lru_.size() > 6) {  // executables hold buffers: keep a few commits loaded
+      loaded_.erase(lru_.front());
+      lru_.erase(lru_.begin());
+    }
+    return ref;
+  };
+  ToolchainAtCommit tc = provider_.get(sha);
+  p.built = tc.built;
+  p.build_s = tc.build_s;
+  if (!tc.ok) {
+    p.reason = tc.reason;
+    return finish();
+  }
+  try {
+    SweepOptions so;
+    so.toolchains = {tc.toolchain_file};
+    so.filter = cfg_.filter;
+    so.tier = cfg_.tier;
+    L->sweep = parse_sweep(cfg_.sweep_text, cfg_.sweep_origin, so);
+  } catch (const Error& e) {
+    p.reason = fmt::format("cases with the toolchain at {}: {}", sha.substr(0, 12), e.what());
+    return finish();
+  }
+  std::vector<std::pair<std::string, const PlannedCase*>> keyed;
+  for (const auto& pc : L->sweep.cases) keyed.emplace_back(case_key(pc), &pc);
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (keyed.empty()) {
+    p.reason = "no cases (check cases.filter and the toolchain's backend)";
+    return finish();
+  }
+  if (!L->sweep.toolchains.empty()) p.toolchain_identity = L->sweep.toolchains[0]->identity;
+  for (const auto& [key, pc] : keyed) {
+    p.case_ids.push_back(key);
+    L->cases.push_back(pc);
+    if (pc->skip_reason) {
+      p.reason = fmt::format("case {} cannot run with this toolchain: {}", key, *pc->skip_reason);
+      return finish();
+    }
+    if (needs_run(cfg_.metric)) {
+      PreparedCase prep = prepare_case(*pc, cache_, refs_);
+      const CaseResult& r = prep.result;
+      if (!r.has_static) {
+        p.reason = fmt::format("case {}: {}", key, r.reason);
+        return finish();
+      }
+      if (!prep.ready()) {
+        Backend& be = backend_for(*pc->toolchain);
+        if (!be.available().ok)
+          throw EnvError(fmt::format("metric '{}' needs to run case {}, but the {} backend cannot run here: {}",
+                                     to_string(cfg_.metric), key, be.name(), be.available().reason));
+        if (cfg_.metric != Metric::max_error || r.status != CaseStatus::incorrect) {
+          p.reason = fmt::format("case {} {}: {}", key, to_string(r.status), tail(r.reason, 600));
+          return finish();
+        }
+      }
+      p.code_hashes.push_back(r.code_hash);
+      if (cfg_.metric == Metric::max_error) p.values.push_back(r.max_error);
+      L->exes.push_back(std::move(prep.exe));
+    } else {
+      Backend& be = backend_for(*pc->toolchain);
+      CompileRequest req;
+      req.kernel = pc->c.kernel;
+      req.params = pc->c.params;
+      req.dtype = pc->c.dtype;
+      req.toolchain = pc->toolchain.get();
+      req.kernel_dir = kernel_dir();
+      Artifact art;
+      try {
+        art = cache_.compile(be, req);
+      } catch (const CompileError& e) {
+        p.reason = fmt::format("case {}: compile failed: {}\n{}", key, e.what(), tail(e.log(), 600));
+        return finish();
+      } catch (const Error& e) {
+        p.reason = fmt::format("case {}: compile failed: {}", key, e.what());
+        return finish();
+      }
+      p.code_hashes.push_back(art.code_hash);
+      if (!is_timed(cfg_.metric)) {
+        try {
+          p.values.push_back(static_metric_value(cfg_.metric, be.name(), art.metrics, art.code_bytes, 0));
+        } catch (const InputError& e) {
+          p.reason = e.what();
+          return finish();
+        }
+      }
+    }
+  }
+  p.ok = true;
+  return finish();
+}
+
+Probe RealLab::probe(const std::string& sha) {
+  Probe p;
+  load(sha, &p);
+  return p;
+}
+
+Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
+                        const RoundsStop& stop) {
+  std::vector<Loaded*> ls;
+  for (const auto& s : shas) {
+    Loaded& L = load(s, nullptr);
+    if (!L.probe.ok) throw Error(fmt::format("cannot measure {}: {}", s.substr(0, 12), L.probe.reason));
+    ls.push_back(&L);
+  }
+  const size_t k = ls[0]->cases.size();
+  Rounds rounds(shas.size());
+
+  if (cfg_.metric == Metric::compile_time) {
+    // Compile time: recompile (no cache) round by round, in a shuffled order per round.
+    stats::Rng rng(seed);
+    const double t0 = now_s();
+    std::vector<size_t> order(shas.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    for (int r = 0; r < max_rounds; ++r) {
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[size_t(rng.below(i))]);
+      std::vector<double> total(shas.size(), 0.0);
+      for (size_t oi : order) {
+        for (size_t c = 0; c < k; ++c) {
+          const PlannedCase& pc = *ls[oi]->cases[c];
+          Backend& be = backend_for(*pc.toolchain);
+          CompileRequest req;
+          req.kernel = pc.c.kernel;
+          req.params = pc.c.params;
+          req.dtype = pc.c.dtype;
+          req.toolchain = pc.toolchain.get();
+          req.kernel_dir = kernel_dir();
+          req.out_dir = temp_dir("kb-compile-time");
+          try {
+            total[oi] += be.compile(req).compile_s;
+          } catch (...) {
+            remove_tree(req.out_dir);
+            throw;
+          }
+          remove_tree(req.out_dir);
+        }
+      }
+      for (size_t i = 0; i < shas.size(); ++i) rounds[i].push_back(total[i]);
+      if (stop && stop(rounds)) break;
+      if (now_s() - t0 > max_time_s) break;
+    }
+    return rounds;
+  }
+
+  std::vector<Executable*> exes;
+  for (Loaded* L : ls)
+    for (auto& e : L->exes) {
+      if (!e) throw Error("internal: executable missing for a timed metric");
+      exes.push_back(e.get());
+    }
+  MeasureConfig mc = ls[0]->cases[0]->measure;
+  if (cfg_.measure.mode) mc.mode = *cfg_.measure.mode;
+  if (cfg_.measure.warmup_s) mc.warmup_s = *cfg_.measure.warmup_s;
+  if (cfg_.measure.min_sample_s) mc.min_sample_s = *cfg_.measure.min_sample_s;
+  mc.min_samples = 2;
+  mc.max_samples = max_rounds;
+  mc.min_time_s = 0;
+  mc.max_time_s = max_time_s;
+  mc.noise = -1;  // never stop on noise: the decision stops
+  mc.seed = seed;
+  auto aggregate = [&](const std::vector<Measurement>& ms) {
+    size_t n = ms[0].samples_s.size();
+    for (const auto& m : ms) n = std::min(n, m.samples_s.size());
+    Rounds out(shas.size(), std::vector<double>(n));
+    for (size_t s = 0; s < shas.size(); ++s)
+      for (size_t i = 0; i < n; ++i) {
+        double lsum = 0;
+        for (size_t c = 0; c < k; ++c) lsum += std::log(ms[s * k + c].samples_s[i]);
+        out[s][i] = std::exp(lsum / double(k));
+      }
+    return out;
+  };
+  StopRule rule = [&](const std::vector<Measurement>& ms) { return stop ? stop(aggregate(ms)) : false; };
+  auto ms = measure_interleaved(exes, mc, rule);
+  return aggregate(ms);
+}
+
+}  // namespace kb::bisect

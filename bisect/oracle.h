@@ -1,0 +1,130 @@
+// The question asked of each commit: "is this commit's toolchain on the good or the bad side?"
+//
+// A Lab answers the two things the bisection needs from the world: probe(sha) builds the toolchain at a
+// commit and compiles the cases with it (code hashes and static metrics, no timing), and measure() times
+// several commits' executables interleaved in one process, round by round, until a stop rule says the
+// question is decided. RealLab does this with the provider, the compile cache, the backends and
+// harness/measure; the simulation (bisect/simulate) implements the same interface with synthetic commits.
+//
+// The decisions themselves are pure (no I/O) and shared by both:
+//  - static metrics: compare values, no timing at all;
+//  - equal code hashes: the commit has the same machine code as an already-classified commit, so it is on
+//    that commit's side without measuring;
+//  - otherwise the paired, interleaved rounds (good, bad, commit) are decided sequentially on
+//    d_i = log(t_i / sqrt(g_i * b_i)), the commit's time relative to the midpoint of the two levels
+//    measured in the same round: CI above 0 -> bad side, below 0 -> good side, else more rounds (looks at
+//    min, 2 min, 4 min ... up to the step budget, Bonferroni over the looks, stats::SequentialPaired).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "backends/cache.h"
+#include "bisect/config.h"
+#include "bisect/provider.h"
+#include "bisect/strategy.h"
+#include "harness/reference.h"
+#include "harness/stats.h"
+#include "harness/sweep.h"
+
+namespace kb::bisect {
+
+// What a commit's toolchain produced for the cases (no timing). Journaled per commit.
+struct Probe {
+  bool ok = false;
+  std::string reason;                     // build / compile / correctness failure (a skip)
+  std::vector<std::string> case_ids;      // case keys, sorted (the same list for every commit)
+  std::vector<std::string> code_hashes;   // per case
+  std::vector<double> values;             // per case, the static metric (empty for timed metrics)
+  bool built = false;                     // a toolchain build ran for this probe
+  double build_s = 0;
+  std::string toolchain_identity;
+  std::string hash_key() const;           // all code hashes together ("" when not ok)
+};
+nlohmann::json to_json(const Probe& p);
+Probe probe_from_json(const nlohmann::json& j);
+
+// Rounds of an interleaved measurement: [commit][round], each value the case-aggregated sample of that
+// commit in that round (geometric mean over the cases of their per-case samples).
+using Rounds = std::vector<std::vector<double>>;
+using RoundsStop = std::function<bool(const Rounds&)>;
+
+class Lab {
+ public:
+  virtual ~Lab() = default;
+  virtual Probe probe(const std::string& sha) = 0;
+  // Measures the commits interleaved (all already probed ok), calling stop after each round; ends when
+  // stop returns true, after max_rounds, or after max_time_s.
+  virtual Rounds measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
+                         const RoundsStop& stop) = 0;
+};
+
+// ---- pure decisions ------------------------------------------------------------------------------
+
+// A sequential paired decision over rounds: `pair` maps the rounds to (base, next); looks at
+// min_n * 2^k rounds up to max_n. Use as the stop rule of a measurement, then finish() with all rounds.
+class SequentialRule {
+ public:
+  using PairFn = std::function<std::pair<std::vector<double>, std::vector<double>>(const Rounds&)>;
+  SequentialRule(stats::DecisionConfig cfg, PairFn pair);
+  bool operator()(const Rounds& r);          // true when decided
+  stats::Decision finish(const Rounds& r);   // the decision at the end (a final look if the budget ended between looks)
+  bool decided() const { return decided_; }
+
+ private:
+  stats::SequentialPaired seq_;
+  PairFn pair_;
+  stats::Decision last_;
+  bool decided_ = false;
+  int64_t looked_at_ = 0;
+};
+
+// Rule for a step: rounds [good, bad, commit] -> d = log(commit / sqrt(good * bad)).
+SequentialRule side_rule(double alpha, int min_n, int max_n);
+// Rule for good vs bad (reproduce) or parent vs culprit (verify): rounds [base, new] -> log(new / base),
+// decided against the regression threshold.
+SequentialRule threshold_rule(double threshold, double alpha, int min_n, int max_n);
+// Side of a step decision: worse -> bad, better -> good, otherwise nullopt (unsure).
+std::optional<Side> side_of(const stats::Decision& d);
+
+// Static metrics: per case, did bad move beyond the threshold from good (in either direction)?
+std::vector<bool> static_regressed(const std::vector<double>& good, const std::vector<double>& bad, double threshold,
+                                   bool absolute);
+// Side of a commit's static values: bad when a regressed case moved from good by at least the threshold
+// in the direction good -> bad, else good.
+Side static_side(const std::vector<double>& good, const std::vector<double>& bad, const std::vector<double>& commit,
+                 const std::vector<bool>& regressed, double threshold, bool absolute);
+
+// The metric's value in a compiled case's static results (throws InputError when the backend does not
+// report it).
+double static_metric_value(Metric m, const std::string& backend, const std::map<std::string, double>& metrics,
+                           int64_t code_bytes, double max_error);
+
+// ---- the real lab ----------------------------------------------------------------------------------
+
+class RealLab : public Lab {
+ public:
+  RealLab(const BisectConfig& cfg, Provider& provider);
+  ~RealLab() override;
+  Probe probe(const std::string& sha) override;
+  Rounds measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
+                 const RoundsStop& stop) override;
+
+ private:
+  struct Loaded;
+  Loaded& load(const std::string& sha, Probe* probe_out);
+  const BisectConfig& cfg_;
+  Provider& provider_;
+  CompileCache cache_;
+  ReferenceCache refs_;
+  std::map<std::string, std::unique_ptr<Loaded>> loaded_;
+  std::vector<std::string> lru_;
+};
+
+}  // namespace kb::bisect

@@ -1,0 +1,177 @@
+#include "bisect/provider.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/process.h"
+
+namespace kb::bisect {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string toolchain_to_yaml(const Toolchain& tc) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << tc.name;
+  e << YAML::Key << "backend" << YAML::Value << YAML::DoubleQuoted << tc.backend;
+  e << YAML::Key << "kind" << YAML::Value << YAML::DoubleQuoted << tc.kind;
+  if (!tc.compiler.empty()) e << YAML::Key << "compiler" << YAML::Value << YAML::DoubleQuoted << tc.compiler;
+  e << YAML::Key << "flags" << YAML::Value << YAML::BeginSeq;
+  for (const auto& f : tc.flags) e << YAML::DoubleQuoted << f;
+  e << YAML::EndSeq;
+  if (!tc.target.empty()) e << YAML::Key << "target" << YAML::Value << YAML::DoubleQuoted << tc.target;
+  for (const auto* m : {&tc.tools, &tc.env}) {
+    if (m->empty()) continue;
+    e << YAML::Key << (m == &tc.tools ? "tools" : "env") << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : *m) e << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
+    e << YAML::EndMap;
+  }
+  if (!tc.description.empty()) e << YAML::Key << "description" << YAML::Value << YAML::DoubleQuoted << tc.description;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+Provider::Provider(const BisectConfig& cfg, const git::Repo& repo, std::string workdir)
+    : cfg_(cfg), repo_(repo), workdir_(std::move(workdir)) {}
+
+namespace {
+std::string dir_for(const std::string& workdir, const std::string& sha) { return workdir + "/toolchains/" + sha; }
+}  // namespace
+
+bool Provider::cached(const std::string& sha) const {
+  const std::string d = dir_for(workdir_, sha);
+  return file_exists(d + "/toolchain.yaml") || file_exists(d + "/failed.json");
+}
+
+ToolchainAtCommit Provider::finish(const std::string& sha, const std::string& yaml_text, const std::string& origin,
+                                   const std::map<std::string, std::string>& vars, ToolchainAtCommit r) {
+  const std::string d = dir_for(workdir_, sha);
+  make_dirs(d);
+  auto fail = [&](const std::string& why) {
+    r.ok = false;
+    r.reason = why;
+    write_file_atomic(d + "/failed.json", json{{"reason", r.reason}, {"build_s", r.build_s}, {"log_tail", r.log_tail}}.dump(2) + "\n");
+    return r;
+  };
+  std::vector<Toolchain> tcs;
+  try {
+    tcs = parse_toolchains(yaml_text, origin, vars);
+  } catch (const InputError& e) {
+    return fail(fmt::format("toolchain spec at {}: {}", sha.substr(0, 12), e.what()));
+  }
+  const Toolchain* pick = nullptr;
+  if (cfg_.provider.name.empty()) {
+    if (tcs.size() != 1)
+      return fail(fmt::format("{} holds {} toolchains; name one with provider name:", origin, tcs.size()));
+    pick = &tcs[0];
+  } else {
+    for (const auto& t : tcs)
+      if (t.name == cfg_.provider.name) pick = &t;
+    if (!pick) return fail(fmt::format("{}: no toolchain named '{}'", origin, cfg_.provider.name));
+  }
+  Toolchain tc = *pick;
+  tc.description = fmt::format("{} at {}", tc.name, sha);
+  r.ok = true;
+  r.toolchain_file = d + "/toolchain.yaml";
+  write_file_atomic(r.toolchain_file, toolchain_to_yaml(tc));
+  return r;
+}
+
+ToolchainAtCommit Provider::get(const std::string& sha) {
+  const std::string d = dir_for(workdir_, sha);
+  ToolchainAtCommit r;
+  if (file_exists(d + "/toolchain.yaml")) {
+    r.ok = true;
+    r.toolchain_file = d + "/toolchain.yaml";
+    return r;
+  }
+  if (file_exists(d + "/failed.json")) {
+    json j = json::parse(read_file(d + "/failed.json"));
+    r.reason = j.value("reason", std::string("failed"));
+    r.build_s = j.value("build_s", 0.0);
+    r.log_tail = j.value("log_tail", std::string());
+    return r;
+  }
+  const ProviderSpec& p = cfg_.provider;
+  std::map<std::string, std::string> vars = {{"sha", sha}, {"repo", repo_.dir()}};
+  switch (p.kind) {
+    case ProviderSpec::Kind::in_tree: {
+      std::string text;
+      try {
+        text = repo_.show_file(sha, p.path);
+      } catch (const InputError& e) {
+        make_dirs(d);
+        r.reason = fmt::format("no toolchain file '{}' at {}", p.path, sha.substr(0, 12));
+        write_file_atomic(d + "/failed.json", json{{"reason", r.reason}}.dump(2) + "\n");
+        return r;
+      }
+      make_dirs(d);
+      write_file_atomic(d + "/in-tree.yaml", text);
+      return finish(sha, text, fmt::format("{}:{}", sha.substr(0, 12), p.path), vars, r);
+    }
+    case ProviderSpec::Kind::prebuilt: {
+      std::string path = p.path;
+      for (size_t at; (at = path.find("{sha}")) != std::string::npos;) path.replace(at, 5, sha);
+      if (!fs::exists(path)) {
+        make_dirs(d);
+        r.reason = fmt::format("prebuilt toolchain not found: {}", path);
+        write_file_atomic(d + "/failed.json", json{{"reason", r.reason}}.dump(2) + "\n");
+        return r;
+      }
+      if (p.toolchain_yaml.empty()) {
+        vars["dir"] = fs::absolute(path).parent_path().string();
+        return finish(sha, read_file(path), path, vars, r);
+      }
+      vars["out"] = fs::absolute(path).string();
+      return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
+    }
+    case ProviderSpec::Kind::build: {
+      const std::string wt = workdir_ + "/worktrees/" + sha.substr(0, 16);
+      const std::string out = workdir_ + "/builds/" + sha;
+      make_dirs(workdir_ + "/worktrees");
+      repo_.run({"worktree", "prune"});
+      if (fs::exists(wt)) {
+        repo_.run({"worktree", "remove", "--force", wt});
+        remove_tree(wt);
+      }
+      make_dirs(out);
+      repo_.worktree_add(wt, sha);
+      RunOptions o;
+      o.timeout_s = p.timeout_s;
+      o.cwd = wt;
+      o.env_set = {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", wt}, {"KBISECT_OUT", out}};
+      // The user's own build command is the one thing run through a shell (DESIGN rule 6); commit data
+      // reaches it only through the environment above.
+      RunResult rr = run_process({"/bin/sh", "-c", p.command}, o);
+      r.built = true;
+      r.build_s = rr.wall_s;
+      r.log_tail = tail(rr.out + rr.err, 3000);
+      try {
+        repo_.worktree_remove(wt, true);
+      } catch (const Error&) {
+        remove_tree(wt);
+        repo_.run({"worktree", "prune"});
+      }
+      if (!rr.ok()) {
+        make_dirs(d);
+        r.reason = rr.timed_out ? fmt::format("build timed out after {:g} s", p.timeout_s)
+                                : fmt::format("build failed ({})", rr.status_text());
+        if (!rr.timed_out && !rr.err.empty()) r.reason += ": " + tail(rr.err, 400);
+        write_file_atomic(d + "/failed.json",
+                          json{{"reason", r.reason}, {"build_s", r.build_s}, {"log_tail", r.log_tail}}.dump(2) + "\n");
+        return r;
+      }
+      vars["out"] = out;
+      return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
+    }
+  }
+  return r;
+}
+
+}  // namespace kb::bisect

@@ -1,0 +1,43 @@
+// The toolchain at a commit: built in a git worktree (/bin/sh -c COMMAND, commit data in the environment,
+// never in the command text), taken from a prebuilt location, or read from a toolchain YAML inside the
+// repository at that commit. Results are cached by sha under WORKDIR/toolchains/<sha>/: a later call (or a
+// resumed run) never builds the same commit again. Each result is a normalized one-toolchain YAML file that
+// the sweep loader takes as a toolchain override.
+#pragma once
+#include <string>
+
+#include "backends/toolchain.h"
+#include "bisect/config.h"
+#include "bisect/git.h"
+
+namespace kb::bisect {
+
+struct ToolchainAtCommit {
+  bool ok = false;
+  std::string reason;          // why not (build failed / timed out / missing prebuilt / bad in-tree spec)
+  std::string toolchain_file;  // WORKDIR/toolchains/<sha>/toolchain.yaml when ok
+  bool built = false;          // a build ran in this call (false: cached, prebuilt or in-tree)
+  double build_s = 0;
+  std::string log_tail;        // build output tail
+};
+
+// A toolchain as a one-toolchain YAML document that parse_toolchains reads back identically.
+std::string toolchain_to_yaml(const Toolchain& tc);
+
+class Provider {
+ public:
+  Provider(const BisectConfig& cfg, const git::Repo& repo, std::string workdir);
+  // Never throws for a commit-level failure (that is a skip); throws for environment problems.
+  ToolchainAtCommit get(const std::string& sha);
+  // True when a result for `sha` is already cached (a get() will not build).
+  bool cached(const std::string& sha) const;
+
+ private:
+  ToolchainAtCommit finish(const std::string& sha, const std::string& yaml_text, const std::string& origin,
+                           const std::map<std::string, std::string>& vars, ToolchainAtCommit r);
+  const BisectConfig& cfg_;
+  const git::Repo& repo_;
+  std::string workdir_;
+};
+
+}  // namespace kb::bisect

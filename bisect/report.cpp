@@ -1,0 +1,343 @@
+#include "bisect/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "harness/compare.h"
+#include "harness/fsutil.h"
+
+namespace kb::bisect {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string iso_date(int64_t t) {
+  std::time_t tt = std::time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+bool timed(const BisectConfig& cfg) { return is_timed(cfg.metric); }
+
+// Human form of a level: percent vs good for timed metrics, the value for static ones.
+std::string level_text(const BisectConfig& cfg, const Step& s) {
+  if (!s.has_level) return "";
+  if (timed(cfg))
+    return fmt::format("{:+.2f}% [{:+.2f}%, {:+.2f}%]", 100 * std::expm1(s.level), 100 * std::expm1(s.level_lo),
+                       100 * std::expm1(s.level_hi));
+  return fmt::format("{:g}", s.level);
+}
+
+json step_json(const BisectConfig& cfg, const Step& s, const std::vector<git::CommitInfo>& commits) {
+  json j = {{"phase", s.phase}, {"index", s.index}, {"sha", s.sha}, {"how", s.how}, {"evidence", s.reason}};
+  if (s.index >= 0 && size_t(s.index) < commits.size()) j["subject"] = commits[size_t(s.index)].subject;
+  if (s.base_index >= 0) j["base_sha"] = commits[size_t(s.base_index)].sha;
+  if (s.side) j["side"] = to_string(*s.side);
+  if (s.same_code_as >= 0) j["same_code_as"] = commits[size_t(s.same_code_as)].sha;
+  if (s.measured) {
+    j["rounds"] = s.rounds;
+    j["samples"] = s.samples;
+    j["decision"] = decision_to_json(s.decision);
+  }
+  if (s.has_level) {
+    if (timed(cfg)) {
+      j["vs_good_pct"] = 100 * std::expm1(s.level);
+      j["vs_good_ci95_pct"] = {100 * std::expm1(s.level_lo), 100 * std::expm1(s.level_hi)};
+    } else {
+      j["value"] = s.level;
+    }
+  }
+  j["built"] = s.built;
+  j["build_s"] = s.build_s;
+  j["wall_s"] = s.wall_s;
+  return j;
+}
+
+json commit_json(const git::CommitInfo& c) {
+  return {{"sha", c.sha},
+          {"subject", c.subject},
+          {"author", c.author_name},
+          {"email", c.author_email},
+          {"date", iso_date(c.author_time)}};
+}
+
+std::string esc_html(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string esc_md(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' || c == ']') o += '\\';
+    if (c == '\n') {
+      o += ' ';
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string final_line(const Outcome& o, const std::vector<git::CommitInfo>& commits) {
+  if (o.verdict == "culprit" && o.culprit >= 0) {
+    const auto& c = commits[size_t(o.culprit)];
+    return fmt::format("culprit: {} {}", c.sha, c.subject);
+  }
+  return "verdict: " + o.verdict;
+}
+
+json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
+  json j;
+  j["verdict"] = o.verdict;
+  j["summary"] = o.summary;
+  j["config"] = {{"file", cfg.file},
+                 {"name", cfg.name},
+                 {"repo", cfg.repo},
+                 {"good", cfg.good},
+                 {"bad", cfg.bad},
+                 {"first_parent", cfg.first_parent},
+                 {"metric", to_string(cfg.metric)},
+                 {"threshold", cfg.threshold},
+                 {"threshold_absolute", cfg.threshold_absolute},
+                 {"alpha", cfg.measure.alpha},
+                 {"budgets",
+                  {{"max_builds", cfg.budgets.max_builds},
+                   {"max_samples_per_step", cfg.budgets.max_samples_per_step},
+                   {"max_wall_s", cfg.budgets.max_wall_s}}}};
+  j["range"] = {{"good", commit_json(commits.front())},
+                {"bad", commit_json(commits.back())},
+                {"commits", commits.size() - 1}};
+  if (o.culprit >= 0) {
+    json c = commit_json(commits[size_t(o.culprit)]);
+    c["parent"] = commits[size_t(o.culprit - 1)].sha;
+    if (o.verify) {
+      const Step& v = *o.verify;
+      c["verified"] = o.verdict == "culprit";
+      c["evidence"] = v.reason;
+      if (v.measured) {
+        c["effect_pct"] = 100 * v.decision.effect_pct();
+        c["ci_pct"] = {100 * v.decision.ci_lo_pct(), 100 * v.decision.ci_hi_pct()};
+        c["confidence"] = v.decision.conf;
+        c["p_value"] = v.decision.p_value;
+        c["rounds"] = v.rounds;
+      } else if (!o.probes.empty()) {
+        c["value"] = v.level;
+        c["confidence"] = 1.0;  // a static metric is exact
+      }
+    }
+    j["culprit"] = c;
+  }
+  j["candidates"] = json::array();
+  for (int i : o.candidates) {
+    json c = commit_json(commits[size_t(i)]);
+    for (const auto& s : o.steps)
+      if (s.index == i) c["why_not_decided"] = s.how + ": " + s.reason;
+    j["candidates"].push_back(c);
+  }
+  if (o.reproduce) j["reproduce"] = step_json(cfg, *o.reproduce, commits);
+  if (o.verify) j["verify"] = step_json(cfg, *o.verify, commits);
+  j["steps"] = json::array();
+  for (const auto& s : o.steps) j["steps"].push_back(step_json(cfg, s, commits));
+  j["spent"] = {{"builds", o.builds},
+                {"samples", o.samples},
+                {"wall_s", o.wall_s},
+                {"visited_steps", o.visited},
+                {"measured_steps", o.measured_steps}};
+  return j;
+}
+
+std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
+  std::string md;
+  md += fmt::format("# kbisect bisect: {}\n\n", esc_md(cfg.name));
+  md += fmt::format("**Verdict: {}**", o.verdict);
+  if (o.culprit >= 0) {
+    const auto& c = commits[size_t(o.culprit)];
+    md += fmt::format(" — `{}` {} ({}, {})", c.sha.substr(0, 12), esc_md(c.subject), esc_md(c.author_name),
+                      iso_date(c.author_time));
+  }
+  md += "\n\n" + esc_md(o.summary) + "\n\n";
+  md += fmt::format("Range: {} commits, good `{}` .. bad `{}`; metric {}, threshold {}.\n\n", commits.size() - 1,
+                    commits.front().sha.substr(0, 12), commits.back().sha.substr(0, 12), to_string(cfg.metric),
+                    cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
+  md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
+                    o.samples, o.wall_s, o.visited, o.measured_steps);
+  if (!o.candidates.empty()) {
+    md += "## Candidates\n\n";
+    for (int i : o.candidates)
+      md += fmt::format("- `{}` {}\n", commits[size_t(i)].sha.substr(0, 12), esc_md(commits[size_t(i)].subject));
+    md += "\n";
+  }
+  md += "## Steps\n\n| # | phase | commit | subject | side | how | metric vs good | evidence |\n";
+  md += "|---|---|---|---|---|---|---|---|\n";
+  int k = 0;
+  auto row = [&](const Step& s) {
+    md += fmt::format("| {} | {} | `{}` | {} | {} | {} | {} | {} |\n", k++, s.phase, s.sha.substr(0, 12),
+                      s.index >= 0 ? esc_md(commits[size_t(s.index)].subject) : "", s.side ? to_string(*s.side) : "",
+                      s.how, level_text(cfg, s), esc_md(s.reason));
+  };
+  if (o.reproduce) row(*o.reproduce);
+  for (const auto& s : o.steps) row(s);
+  if (o.verify) row(*o.verify);
+  return md;
+}
+
+std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
+  const int n = int(commits.size());
+  const double W = 860, H = 320, L = 70, R = 20, T = 20, B = 50;
+  const bool tm = timed(cfg);
+  auto yval = [&](double lvl) { return tm ? 100 * std::expm1(lvl) : lvl; };
+  // Points: (index, y, lo, hi, kind)
+  struct Pt {
+    int i;
+    double y, lo, hi;
+    std::string kind;  // measured | same-code | static | endpoint
+    std::string label;
+  };
+  std::vector<Pt> pts;
+  const double good_y = o.good_level;
+  double bad_y = 0;
+  bool have_bad = false;
+  if (o.reproduce && o.reproduce->has_level) {
+    bad_y = yval(o.reproduce->level);
+    have_bad = true;
+    pts.push_back({n - 1, bad_y, yval(o.reproduce->level_lo), yval(o.reproduce->level_hi), "endpoint", "bad"});
+  }
+  pts.push_back({0, good_y, good_y, good_y, "endpoint", "good"});
+  std::vector<int> skipped;
+  for (const auto& s : o.steps) {
+    if (s.side == Side::skip) {
+      skipped.push_back(s.index);
+      continue;
+    }
+    if (s.has_level) {
+      pts.push_back({s.index, yval(s.level), tm ? yval(s.level_lo) : yval(s.level), tm ? yval(s.level_hi) : yval(s.level),
+                     tm ? "measured" : "static", s.how});
+    } else if (s.how == "same-code") {
+      const double y = s.side == Side::bad ? bad_y : good_y;
+      pts.push_back({s.index, y, y, y, "same-code", s.reason});
+    }
+  }
+  double ymin = 1e300, ymax = -1e300;
+  for (const auto& p : pts) {
+    ymin = std::min({ymin, p.lo, p.y});
+    ymax = std::max({ymax, p.hi, p.y});
+  }
+  if (!(ymax > ymin)) {
+    ymin -= 1;
+    ymax += 1;
+  }
+  const double pad = 0.1 * (ymax - ymin);
+  ymin -= pad;
+  ymax += pad;
+  auto X = [&](double i) { return L + (W - L - R) * (n > 1 ? i / double(n - 1) : 0.5); };
+  auto Y = [&](double v) { return T + (H - T - B) * (1 - (v - ymin) / (ymax - ymin)); };
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n",
+      W, H, W, H);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", L, T, W - L - R,
+                   H - T - B);
+  for (int k = 0; k <= 4; ++k) {
+    const double v = ymin + (ymax - ymin) * k / 4;
+    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
+                     "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
+                     L, W - R, Y(v), Y(v), L - 4, Y(v) + 4, tm ? fmt::format("{:+.2f}%", v) : fmt::format("{:g}", v));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">commit index (0 = good, {} = bad)</text>\n",
+                   (L + W - R) / 2, H - 10, n - 1);
+  s += fmt::format("<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>\n",
+                   (T + H - B) / 2, (T + H - B) / 2, tm ? to_string(cfg.metric) + " vs good (time, %)" : to_string(cfg.metric));
+  if (o.culprit >= 0 && have_bad) {
+    const double xc = X(o.culprit - 0.5);
+    s += fmt::format("<polyline fill=\"none\" stroke=\"#c33\" stroke-width=\"1.5\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} "
+                     "{:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
+                     X(0), Y(good_y), xc, Y(good_y), xc, Y(bad_y), X(n - 1), Y(bad_y));
+    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#c33\" text-anchor=\"middle\">culprit {}</text>\n", xc, T + 12,
+                     esc_html(commits[size_t(o.culprit)].sha.substr(0, 10)));
+  }
+  for (const auto& p : pts) {
+    const double x = X(p.i);
+    const std::string title = fmt::format("<title>{} {}: {}</title>", p.i, esc_html(commits[size_t(p.i)].sha.substr(0, 12)),
+                                          esc_html(p.label));
+    if (p.kind == "measured" || p.kind == "endpoint") {
+      if (p.hi > p.lo)
+        s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#246\"/>\n", x, x, Y(p.lo), Y(p.hi));
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#246\">{}</circle>\n", x, Y(p.y), title);
+    } else if (p.kind == "static") {
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#284\">{}</circle>\n", x, Y(p.y), title);
+    } else {
+      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"white\" stroke=\"#246\">{}</circle>\n", x,
+                       Y(p.y), title);
+    }
+  }
+  for (int i : skipped) {
+    const double x = X(i), y = H - B - 8;
+    s += fmt::format("<path d=\"M{:.1f},{:.1f} l8,8 m0,-8 l-8,8\" stroke=\"#c60\" stroke-width=\"2\"><title>{} skipped</title></path>\n",
+                     x - 4, y - 4, esc_html(commits[size_t(i)].sha.substr(0, 12)));
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
+  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kbisect bisect: " + esc_html(cfg.name) +
+                  "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}"
+                  "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
+                  "code{background:#f4f4f4}</style></head><body>\n";
+  h += "<h1>kbisect bisect: " + esc_html(cfg.name) + "</h1>\n";
+  h += "<p><b>Verdict: " + esc_html(o.verdict) + "</b>";
+  if (o.culprit >= 0) {
+    const auto& c = commits[size_t(o.culprit)];
+    h += fmt::format(" — <code>{}</code> {} ({}, {})", esc_html(c.sha.substr(0, 12)), esc_html(c.subject),
+                     esc_html(c.author_name), iso_date(c.author_time));
+  }
+  h += "</p>\n<p>" + esc_html(o.summary) + "</p>\n";
+  h += fmt::format("<p>Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
+                   o.samples, o.wall_s, o.visited, o.measured_steps);
+  h += plot_svg(cfg, o, commits);
+  h += "<p>Filled circles: measured (bars: 95% CI); hollow: identical code to a classified commit; "
+       "crosses: skipped; red line: the step at the culprit.</p>\n";
+  h += "<table><tr><th>phase</th><th>commit</th><th>subject</th><th>side</th><th>how</th><th>metric vs good</th><th>evidence</th></tr>\n";
+  auto row = [&](const Step& s) {
+    h += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     s.phase, esc_html(s.sha.substr(0, 12)), s.index >= 0 ? esc_html(commits[size_t(s.index)].subject) : "",
+                     s.side ? to_string(*s.side) : "", esc_html(s.how), esc_html(level_text(cfg, s)), esc_html(s.reason));
+  };
+  if (o.reproduce) row(*o.reproduce);
+  for (const auto& s : o.steps) row(s);
+  if (o.verify) row(*o.verify);
+  h += "</table>\n</body></html>\n";
+  return h;
+}
+
+ReportPaths write_reports(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits,
+                          const std::string& dir) {
+  make_dirs(dir);
+  ReportPaths p{dir + "/result.json", dir + "/report.md", dir + "/report.html"};
+  write_file_atomic(p.result_json, result_json(cfg, o, commits).dump(2) + "\n");
+  write_file_atomic(p.report_md, report_markdown(cfg, o, commits));
+  write_file_atomic(p.report_html, report_html(cfg, o, commits));
+  return p;
+}
+
+}  // namespace kb::bisect

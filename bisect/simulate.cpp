@@ -1,0 +1,177 @@
+#include "bisect/simulate.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "bisect/bisector.h"
+#include "bisect/strategy.h"
+#include "harness/stats.h"
+
+namespace kb::bisect {
+
+History make_history(const SimConfig& c, uint64_t seed) {
+  stats::Rng rng(seed * 0x9E3779B97F4A7C15ULL + 17);
+  History h;
+  h.n = c.commits + 1;
+  h.culprit = 1 + int(rng.below(uint64_t(c.commits)));
+  h.build_fails.assign(size_t(h.n), false);
+  h.code.assign(size_t(h.n), 0);
+  uint64_t code = 1;
+  for (int i = 0; i < h.n; ++i) {
+    if (i > 0 && (i == h.culprit || rng.uniform() < c.code_change)) ++code;
+    h.code[size_t(i)] = code;
+    if (i > 0 && i < h.n - 1 && rng.uniform() < c.build_fail) h.build_fails[size_t(i)] = true;
+  }
+  return h;
+}
+
+std::string SimLab::sha_of(int i) { return fmt::format("sim{:06d}", i); }
+int SimLab::index_of(const std::string& sha) { return std::stoi(sha.substr(3)); }
+
+SimLab::SimLab(const SimConfig& c, const History& h, uint64_t) : c_(c), h_(h) {}
+
+Probe SimLab::probe(const std::string& sha) {
+  const int i = index_of(sha);
+  Probe p;
+  p.built = true;
+  if (h_.build_fails[size_t(i)]) {
+    p.reason = "simulated build failure";
+    return p;
+  }
+  p.ok = true;
+  p.case_ids = {"sim-kernel"};
+  p.code_hashes = {fmt::format("code{}", h_.code[size_t(i)])};
+  return p;
+}
+
+Rounds SimLab::measure(const std::vector<std::string>& shas, int max_rounds, double, uint64_t seed,
+                       const RoundsStop& stop) {
+  NoiseModel m = c_.noise;
+  m.seed = seed;
+  NoiseGenerator gen(m);
+  std::vector<double> truth;
+  for (const auto& s : shas) truth.push_back(h_.time_at(index_of(s), c_));
+  Rounds r(shas.size());
+  for (int k = 0; k < max_rounds; ++k) {
+    auto row = gen.round(truth);
+    for (size_t i = 0; i < shas.size(); ++i) r[i].push_back(row[i]);
+    if (stop && stop(r)) break;
+  }
+  return r;
+}
+
+namespace {
+
+// Correct answer given what can be known: the culprit, or — when skips hide it — a candidate list that
+// holds it and whose other members are all unbuildable.
+void score(MethodResult& r, const History& h, const std::string& verdict, int culprit, const std::vector<int>& cands) {
+  r.verdict = verdict;
+  r.exact = culprit == h.culprit;
+  r.correct = r.exact;
+  if (!r.correct && !cands.empty() && std::find(cands.begin(), cands.end(), h.culprit) != cands.end()) {
+    bool only_skips = true;
+    for (int i : cands)
+      if (i != cands.back() && !h.build_fails[size_t(i)]) only_skips = false;
+    r.correct = only_skips && h.build_fails[size_t(h.culprit)];
+  }
+}
+
+}  // namespace
+
+MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed) {
+  SimLab lab(c, h, seed);
+  Plan p;
+  for (int i = 0; i < h.n; ++i) p.shas.push_back(SimLab::sha_of(i));
+  p.metric = Metric::time;
+  p.threshold = c.threshold;
+  p.budgets.max_builds = 1000;
+  p.budgets.max_samples_per_step = c.max_samples_per_step;
+  p.min_samples = c.min_samples;
+  p.alpha = c.alpha;
+  p.max_step_s = 1e9;
+  p.seed = seed;
+  Outcome o = run_bisection(p, lab, nullptr);
+  MethodResult r;
+  score(r, h, o.verdict, o.verdict == "culprit" || o.verdict == "unverified" ? o.culprit : -1, o.candidates);
+  if (o.verdict == "unverified") r.correct = r.exact = false;  // not named with confidence
+  r.builds = o.builds;
+  r.samples = o.samples;
+  r.visited = o.visited;
+  r.measured = o.measured_steps;
+  return r;
+}
+
+MethodResult run_plain_bisect(const SimConfig& c, const History& h, uint64_t seed) {
+  NoiseModel m = c.noise;
+  m.seed = seed ^ 0xA5A5A5A5ULL;
+  NoiseGenerator gen(m);
+  MethodResult r;
+  r.builds = 2;  // good and bad
+  Strategy st(h.n);
+  while (auto nx = st.next()) {
+    const int i = *nx;
+    ++r.builds;
+    ++r.visited;
+    if (h.build_fails[size_t(i)]) {
+      st.record(i, Side::skip);
+      continue;
+    }
+    ++r.measured;
+    auto g = gen.samples(h.time_at(0, c), c.plain_samples);
+    auto t = gen.samples(h.time_at(i, c), c.plain_samples);
+    r.samples += 2 * c.plain_samples;
+    st.record(i, stats::mann_whitney(g, t).p_two_sided <= c.plain_alpha ? Side::bad : Side::good);
+  }
+  score(r, h, st.found() ? "culprit" : "ambiguous", st.found() ? st.hi() : -1, st.found() ? std::vector<int>{} : st.candidates());
+  return r;
+}
+
+MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed) {
+  NoiseModel m = c.noise;
+  m.seed = seed ^ 0x5A5A5A5AULL;
+  NoiseGenerator gen(m);
+  MethodResult r;
+  std::map<int, std::vector<double>> pool;  // samples per commit, reused across comparisons
+  auto samples = [&](int i, int n) -> const std::vector<double>& {
+    auto& v = pool[i];
+    if (int(v.size()) < n) {
+      auto more = gen.samples(h.time_at(i, c), n - int(v.size()));
+      r.samples += int64_t(more.size());
+      v.insert(v.end(), more.begin(), more.end());
+    }
+    return v;
+  };
+  // different / same / (unsure at the maximum counts as same, as Pinpoint gives up on the segment)
+  auto different = [&](int a, int b) {
+    for (int n = c.pinpoint_start;; n *= 2) {
+      std::vector<double> x(samples(a, n).begin(), samples(a, n).begin() + n);
+      std::vector<double> y(samples(b, n).begin(), samples(b, n).begin() + n);
+      const double p = stats::mann_whitney(x, y).p_two_sided;
+      if (p <= c.pinpoint_p_diff) return true;
+      if (p > c.pinpoint_p_same || n * 2 > c.pinpoint_max) return false;
+    }
+  };
+  r.builds = 2;
+  if (!different(0, h.n - 1)) {
+    score(r, h, "not-reproduced", -1, {});
+    return r;
+  }
+  Strategy st(h.n);
+  while (auto nx = st.next()) {
+    const int i = *nx;
+    ++r.builds;
+    ++r.visited;
+    if (h.build_fails[size_t(i)]) {
+      st.record(i, Side::skip);
+      continue;
+    }
+    ++r.measured;
+    st.record(i, different(st.lo(), i) ? Side::bad : Side::good);
+  }
+  score(r, h, st.found() ? "culprit" : "ambiguous", st.found() ? st.hi() : -1, st.found() ? std::vector<int>{} : st.candidates());
+  return r;
+}
+
+}  // namespace kb::bisect

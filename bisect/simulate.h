@@ -1,0 +1,77 @@
+// Seeded synthetic histories for the bisector: a range of N compiler commits with one step of the
+// kernel's time at a random commit, per-sample lognormal noise with outliers (harness/noise), builds that
+// fail at some commits, and commits that leave the kernel's machine code unchanged. SimLab implements
+// the oracle's Lab interface on such a history, so run_bisection() — the real strategy, the real
+// decisions, the real loop — runs on it unchanged. Two baselines run on the same histories:
+//  - plain bisect: fixed samples per side (mid vs good), two-sided Mann-Whitney at alpha, no hashes;
+//  - a Pinpoint emulation: compare good vs bad, then bisect comparing the lower end with the midpoint;
+//    each comparison starts at n per side and doubles up to a maximum while unsure; different at
+//    p <= p_diff, same at p > p_same; samples of a commit are kept and reused across comparisons.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bisect/oracle.h"
+#include "harness/noise.h"
+
+namespace kb::bisect {
+
+struct SimConfig {
+  int commits = 1024;          // commits after good (the last is bad)
+  double step = 0.005;         // relative slowdown at the culprit
+  double base_time = 1e-3;
+  NoiseModel noise{.cv = 0.01, .outlier_rate = 0.02};
+  double build_fail = 0.03;    // probability a commit (not an endpoint) fails to build
+  double code_change = 0.30;   // probability a commit changes the kernel's code (the culprit always does)
+  // kbisect's decision settings. The threshold is the smallest change that matters; set below the step
+  // (a step exactly at the threshold is a coin flip between "worse" and "same" by definition).
+  double threshold = 0.0025;
+  double alpha = 0.05;
+  int min_samples = 16;
+  int max_samples_per_step = 1024;
+  // baselines
+  int plain_samples = 10;
+  double plain_alpha = 0.05;
+  int pinpoint_start = 10, pinpoint_max = 160;
+  double pinpoint_p_diff = 0.05, pinpoint_p_same = 0.10;
+};
+
+struct History {
+  int n = 0;                    // commits including good (index 0) and bad (index n-1)
+  int culprit = 0;              // first slow commit, 1..n-1
+  std::vector<bool> build_fails;
+  std::vector<uint64_t> code;   // code identity per commit
+  double time_at(int i, const SimConfig& c) const { return c.base_time * (i >= culprit ? 1 + c.step : 1.0); }
+};
+
+History make_history(const SimConfig& c, uint64_t seed);
+
+struct MethodResult {
+  bool exact = false;    // named the true culprit
+  bool correct = false;  // exact, or ambiguous with the true culprit among candidates that only skips hide
+  std::string verdict;
+  int builds = 0;
+  int64_t samples = 0;
+  int visited = 0, measured = 0;
+};
+
+class SimLab : public Lab {
+ public:
+  SimLab(const SimConfig& c, const History& h, uint64_t seed);
+  Probe probe(const std::string& sha) override;
+  Rounds measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
+                 const RoundsStop& stop) override;
+  static std::string sha_of(int i);
+  static int index_of(const std::string& sha);
+
+ private:
+  const SimConfig& c_;
+  const History& h_;
+};
+
+MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed);
+MethodResult run_plain_bisect(const SimConfig& c, const History& h, uint64_t seed);
+MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed);
+
+}  // namespace kb::bisect

@@ -1,0 +1,86 @@
+#include "bisect/strategy.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "harness/error.h"
+
+namespace kb::bisect {
+
+std::string to_string(Side s) {
+  switch (s) {
+    case Side::good: return "good";
+    case Side::bad: return "bad";
+    case Side::skip: return "skip";
+  }
+  return "?";
+}
+
+Side parse_side(const std::string& s) {
+  if (s == "good") return Side::good;
+  if (s == "bad") return Side::bad;
+  if (s == "skip") return Side::skip;
+  throw InputError(fmt::format("side '{}' is not good, bad or skip", s));
+}
+
+Strategy::Strategy(int n, std::vector<double> weights) : state_(size_t(std::max(n, 0))), weight_(std::move(weights)) {
+  if (n < 2) throw std::invalid_argument("a bisection needs at least the two endpoints");
+  if (weight_.empty()) weight_.assign(size_t(n), 1.0);
+  if (int(weight_.size()) != n) throw std::invalid_argument("one weight per commit");
+  for (double& w : weight_)
+    if (!(w > 0) || !std::isfinite(w)) w = 1e-12;  // never exactly zero: every commit stays possible
+  state_[0] = Side::good;
+  state_[size_t(n - 1)] = Side::bad;
+  lo_ = 0;
+  hi_ = n - 1;
+}
+
+std::optional<int> Strategy::next() const {
+  if (hi_ == lo_ + 1) return std::nullopt;
+  // Weight of candidates lo+1..m is left(m); testing m splits (lo, hi] into (lo, m] and (m, hi].
+  double total = 0;
+  for (int i = lo_ + 1; i <= hi_; ++i) total += weight_[size_t(i)];
+  double left = 0;
+  std::optional<int> best;
+  double best_score = 0, best_center = 0;
+  const double center = 0.5 * (lo_ + hi_);
+  for (int m = lo_ + 1; m < hi_; ++m) {
+    left += weight_[size_t(m)];
+    if (state_[size_t(m)]) continue;  // tested already (only skips can be inside (lo, hi))
+    const double score = std::abs(2 * left - total);
+    const double dc = std::abs(m - center);
+    if (!best || score < best_score - 1e-12 * total || (std::abs(score - best_score) <= 1e-12 * total && dc < best_center)) {
+      best = m;
+      best_score = score;
+      best_center = dc;
+    }
+  }
+  return best;
+}
+
+void Strategy::record(int i, Side s) {
+  if (i <= 0 || i >= size() - 1) throw std::logic_error(fmt::format("index {} is an endpoint or outside the range", i));
+  state_[size_t(i)] = s;
+  if (s == Side::good) {
+    if (i >= hi_) throw std::logic_error(fmt::format("commit {} good after first bad commit {}", i, hi_));
+    if (i > lo_) lo_ = i;
+  } else if (s == Side::bad) {
+    if (i <= lo_) throw std::logic_error(fmt::format("commit {} bad before last good commit {}", i, lo_));
+    if (i < hi_) hi_ = i;
+  }
+}
+
+std::vector<int> Strategy::candidates() const {
+  std::vector<int> out;
+  for (int i = lo_ + 1; i <= hi_; ++i) out.push_back(i);
+  return out;
+}
+
+std::optional<Side> Strategy::outcome(int i) const {
+  if (i < 0 || i >= size()) return std::nullopt;
+  return state_[size_t(i)];
+}
+
+}  // namespace kb::bisect

@@ -1,0 +1,49 @@
+// Which commit to test next, given what is known. Pure: no git, no builds, no I/O, so the simulation
+// (bisect/simulate) drives exactly this code.
+//
+// Commits are indexed 0..n-1 in walk order: 0 is the known-good endpoint, n-1 the known-bad one. The
+// culprit is the first bad commit; the candidates are (lo, hi] where lo is the last commit known good and
+// hi the first known bad. Each candidate carries a weight (its prior probability of being the culprit,
+// 1 by default); the next commit to test is the untested one in (lo, hi) that splits the candidates'
+// weight most evenly — a plain midpoint for equal weights. A skipped commit (build or compile failure,
+// or undecided at its budget) is never tested again, so the split moves to its neighbour; when every
+// commit left in (lo, hi) is skipped the culprit is ambiguous among the skipped commits and hi.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kb::bisect {
+
+// good/bad: which side of the regression a commit is on. skip: cannot tell (build failure, compile
+// failure, undecided at budget): never counted as good or bad.
+enum class Side { good, bad, skip };
+std::string to_string(Side s);
+Side parse_side(const std::string& s);  // throws InputError
+
+class Strategy {
+ public:
+  // n >= 2 commits including both endpoints; weights (size n, or empty for all 1) for the candidates.
+  explicit Strategy(int n, std::vector<double> weights = {});
+
+  int size() const { return int(state_.size()); }
+  int lo() const { return lo_; }
+  int hi() const { return hi_; }
+  // The next commit to test, or nullopt when the culprit is found or ambiguous.
+  std::optional<int> next() const;
+  // Records the outcome at index i (0 < i < n-1). A good/bad outcome outside (lo, hi) that contradicts
+  // the known order throws std::logic_error.
+  void record(int i, Side s);
+  bool done() const { return !next().has_value(); }
+  bool found() const { return hi_ == lo_ + 1; }
+  // The culprit (when found) is hi(); otherwise the remaining candidates lo+1..hi.
+  std::vector<int> candidates() const;
+  std::optional<Side> outcome(int i) const;  // recorded outcome, if any
+
+ private:
+  std::vector<std::optional<Side>> state_;
+  std::vector<double> weight_;
+  int lo_ = 0, hi_ = 0;
+};
+
+}  // namespace kb::bisect
