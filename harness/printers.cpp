@@ -22,6 +22,17 @@ std::string format_time(double s) {
 
 namespace {
 
+// Environment fields, tolerant of results that carry no environment.
+template <class T>
+T env(const RunResults& r, const char* key, T fallback) {
+  if (!r.environment.is_object() || !r.environment.contains(key)) return fallback;
+  try {
+    return r.environment.at(key).get<T>();
+  } catch (const json::exception&) {
+    return fallback;
+  }
+}
+
 struct Row {
   std::vector<std::string> cells;
 };
@@ -106,8 +117,8 @@ std::string render_table(const RunResults& r) {
 
 std::string render_markdown(const RunResults& r) {
   std::string s = fmt::format("# kbisect {}: {}\n\n", r.kind, r.name);
-  s += fmt::format("kbisect {} on {} ({}), {}\n\n", r.environment.value("kbisect_sha", "?"),
-                   r.environment.value("host", "?"), r.environment.value("cpu", "?"), r.started);
+  s += fmt::format("kbisect {} on {} ({}), {}\n\n", env<std::string>(r, "kbisect_sha", "?"),
+                   env<std::string>(r, "host", "?"), env<std::string>(r, "cpu", "?"), r.started);
   s += pad_table(kHeader, case_rows(r), true);
   return s;
 }
@@ -137,14 +148,14 @@ std::string render_csv(const RunResults& r) {
 std::string render_gbench_json(const RunResults& r) {
   json j;
   j["context"] = {{"date", r.started},
-                  {"host_name", r.environment.value("host", "")},
+                  {"host_name", env<std::string>(r, "host", "")},
                   {"executable", "kbisect"},
-                  {"num_cpus", r.environment.value("cpus", 1)},
+                  {"num_cpus", env<int>(r, "cpus", 1)},
                   {"mhz_per_cpu", 0},
                   {"cpu_scaling_enabled", false},
                   {"caches", json::array()},
                   {"library_build_type", "release"},
-                  {"kbisect_sha", r.environment.value("kbisect_sha", "")}};
+                  {"kbisect_sha", env<std::string>(r, "kbisect_sha", "")}};
   j["benchmarks"] = json::array();
   for (const auto& c : r.cases) {
     if (c.status != CaseStatus::ok || c.samples_s.empty()) continue;

@@ -361,8 +361,11 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
     try {
       tc = find_toolchain(resolved);
       resolve_identity(tc);
-    } catch (const Error& e) {
-      if (where) throw Error(cx.at(*where) + ": " + e.what(), e.exit_code());
+    } catch (const InputError& e) {
+      if (where) throw InputError(cx.at(*where) + ": " + e.what());
+      throw;
+    } catch (const EnvError& e) {
+      if (where) throw EnvError(cx.at(*where) + ": " + e.what());
       throw;
     }
     auto ptr = std::make_shared<const Toolchain>(std::move(tc));
