@@ -113,6 +113,8 @@ Artifact CompileCache::compile(Backend& backend, CompileRequest req) {
       // A damaged entry is rebuilt below.
     }
   }
+  // No usable entry: clear whatever half-written or damaged directory is in the way of the rename.
+  remove_tree(final_dir);
   make_dirs(dir_ + "/" + k.substr(0, 2));
   std::string work = fmt::format("{}.tmp.{}.{}", final_dir, getpid(), std::rand());
   remove_tree(work);
