@@ -1,6 +1,7 @@
 #include "bisect/upstream.h"
 
 #include <algorithm>
+#include <cmath>
 #include <ctime>
 #include <map>
 #include <numeric>
@@ -867,6 +868,7 @@ std::string history_svg(const std::vector<HistoryRow>& rows) {
     max_days = std::max(max_days, h.metrics.days_behind);
     max_backlog = std::max(max_backlog, double(h.metrics.backlog_commits));
   }
+  max_backlog = std::ceil(max_backlog / 4) * 4;  // integer ticks
   auto x = [&](size_t i) { return rows.size() <= 1 ? L + (W - L - R) / 2 : L + (W - L - R) * double(i) / double(rows.size() - 1); };
   auto yd = [&](double v) { return T + (H - T - B) * (1 - v / max_days); };
   auto yb = [&](double v) { return T + (H - T - B) * (1 - v / max_backlog); };
@@ -1056,7 +1058,7 @@ std::string render_markdown(const Report& r) {
                                        : std::string("nothing picked ahead"));
   o += fmt::format("| pending commits | {} | of {} upstream commits not in the fork's ancestry |\n", m.pending_commits,
                    m.upstream_commits);
-  o += fmt::format("| integrated by cherry-pick | {} | patch-id or cherry-pick trailer |\n", m.integrated_commits);
+  o += fmt::format("| integrated by cherry-pick | {} | patch-id, -x trailer or author+date+subject |\n", m.integrated_commits);
   o += fmt::format("| merge base | `{}` | {} |\n\n", short_sha(r.merge_base.sha), format_time(r.merge_base.commit_time));
   for (const auto& n : r.notes) o += "> note: " + md_escape(n) + "\n\n";
   o += "## Ingestion plan\n\nBundles first, then each chain alone, in this order.\n\n";
@@ -1096,9 +1098,10 @@ std::string render_html(const Report& r) {
   std::string o;
   o += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   o += fmt::format("<title>kbisect upstream: {} vs {}</title>\n", html_escape(r.fork_ref), html_escape(r.upstream_ref));
-  o += "<style>body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
-       "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}th{background:#f3f3f3}"
-       "td.num{text-align:right}code{font-size:90%}.risky{background:#fff1e6}.bundle{background:#eef7ee}"
+  // Same look as the bisect report (bisect/report.cpp): centred column, small bordered tables.
+  o += "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}table{border-collapse:collapse;margin:1em 0}"
+       "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left;vertical-align:top}"
+       "td.num{text-align:right}code{background:#f4f4f4}.risky{background:#fff1e6}.bundle{background:#eef7ee}"
        ".big{font-size:1.6em;font-weight:bold}small{color:#666}</style></head><body>\n";
   o += fmt::format("<h1>Upstream sync: <code>{}</code> vs <code>{}</code></h1>\n", html_escape(r.fork_ref),
                    html_escape(r.upstream_ref));
