@@ -1,0 +1,220 @@
+// Measured sensitivity of kbisect's A/B decision on this machine (issue 3, item 5).
+//
+// Kernel: matmul_tiled on the CPU backend, 512x512x600 fp32 (~10 ms), one K slice (BK = 608 >= K), so
+// the work is exactly linear in K at granularity 1.
+//  (a) A/A: the same compiled kernel copied to two files (two separate dlopen'd objects), decided R times
+//      -> false-positive rate (worse or better).
+//  (b) A/B: the candidate runs K = 603 = 600 x 1.005 (0.5% more work, same code, same "shape" for the
+//      throughput accounting) -> detection rate (worse).
+//  (c) seconds per decision (measurement wall time incl. warmup).
+// Method: both executables in one process, interleaved in randomized blocks, sequential paired decision
+// (harness/ab: measure_and_decide) with the defaults of `kbisect ab` (threshold 0.5%, alpha 0.05).
+// Naive baseline, same kernels: each side is a separate process run of Google Benchmark with 9
+// repetitions (MinTime 0.1 s each), decided by a two-sided Mann-Whitney U at alpha 0.05 on the 9 vs 9
+// repetition times (what compare.py does).
+//
+// Usage: sensitivity [R] (default 40). Progress goes to stderr; the last two stdout lines are
+//   naive:       aa_false_positive=<x> ab_power=<y> median_decision_s=<z>
+//   sensitivity: aa_false_positive=<x> ab_power=<y> median_decision_s=<z>
+// Internal: sensitivity --child SO M N K  runs one Google Benchmark process and prints its JSON.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "backends/backend.h"
+#include "backends/cache.h"
+#include "backends/toolchain.h"
+#include "harness/ab.h"
+#include "harness/compare.h"
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/process.h"
+#include "harness/reference.h"
+#include "harness/stats.h"
+
+using namespace kb;
+
+namespace {
+
+const Params kParams = {{"BM", 96}, {"BN", 512}, {"BK", 608}, {"MR", 6}, {"NR", 32}};
+const Shape kBase = {512, 512, 600};
+const Shape kSlow = {512, 512, 603};  // 600 * 1.005 = 603: +0.5% work exactly
+
+Artifact artifact_at(const Artifact& like, const std::string& path) {
+  Artifact a = like;
+  a.binary_path = path;
+  return a;
+}
+
+std::vector<float> random_inputs(size_t n, uint64_t seed) {
+  stats::Rng r(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(r.uniform() * 2 - 1);
+  return v;
+}
+
+std::unique_ptr<Executable> load_prepared(Backend& be, const Artifact& art, const Shape& s) {
+  auto exe = be.load(art);
+  auto p = make_problem(s, DType::f32);
+  exe->prepare(s, p->A, p->B);
+  exe->run(1);
+  auto chk = check_result(*p, exe->result());
+  if (!chk.ok) throw Error("sensitivity: kernel result incorrect: " + chk.detail);
+  return exe;
+}
+
+int child(int argc, char** argv) {
+  // sensitivity --child SO M N K
+  if (argc < 6) {
+    std::cerr << "usage: sensitivity --child SO M N K\n";
+    return 2;
+  }
+  Artifact art;
+  art.kernel = "matmul_tiled";
+  art.backend = "cpu";
+  art.dtype = DType::f32;
+  art.binary_path = argv[2];
+  art.entry = "kb_gemm";
+  Shape s{std::atoll(argv[3]), std::atoll(argv[4]), std::atoll(argv[5])};
+  auto exe = find_backend("cpu")->load(art);
+  exe->prepare(s, random_inputs(size_t(s.M * s.K), 1), random_inputs(size_t(s.K * s.N), 2));
+  benchmark::RegisterBenchmark("matmul", [&](benchmark::State& st) {
+    for (auto _ : st) exe->run(1);
+  })->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.1)->Repetitions(9);
+  std::vector<std::string> args = {argv[0], "--benchmark_format=json"};
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  int n = int(cargs.size());
+  benchmark::Initialize(&n, cargs.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+struct Tally {
+  int trials = 0, worse = 0, better = 0, same = 0, unsure = 0;
+  std::vector<double> seconds, effects;
+  void add(stats::Verdict v, double s, double effect) {
+    ++trials;
+    worse += v == stats::Verdict::worse;
+    better += v == stats::Verdict::better;
+    same += v == stats::Verdict::same;
+    unsure += v == stats::Verdict::unsure;
+    seconds.push_back(s);
+    effects.push_back(effect);
+  }
+  std::string line() const {
+    return fmt::format("{} trials: worse {} better {} same {} unsure {}; median {:.1f} s; median effect {:+.3f}%",
+                       trials, worse, better, same, unsure, seconds.empty() ? 0 : stats::median(seconds),
+                       effects.empty() ? 0 : 100 * std::expm1(stats::median(effects)));
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--child") return child(argc, argv);
+  try {
+    const int R = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
+    const double budget_s = 30;
+    std::string tc_name = "clang-19";
+    Toolchain tc;
+    try {
+      tc = find_toolchain(tc_name);
+    } catch (const Error&) {
+      auto ps = preset_toolchains();
+      if (ps.empty()) throw EnvError("no CPU toolchain found");
+      tc = ps.front();
+    }
+    resolve_identity(tc);
+    Backend& be = backend_for(tc);
+    CompileCache cache;
+    CompileRequest req;
+    req.kernel = &find_kernel("cpu", "matmul_tiled");
+    req.params = req.kernel->complete(kParams);
+    req.dtype = DType::f32;
+    req.toolchain = &tc;
+    req.kernel_dir = kernel_dir();
+    Artifact art = cache.compile(be, req);
+    const std::string dir = temp_dir("kb-sensitivity");
+    const std::string so_a = dir + "/copy_a.so", so_b = dir + "/copy_b.so";
+    std::filesystem::copy_file(art.binary_path, so_a);
+    std::filesystem::copy_file(art.binary_path, so_b);
+    std::cerr << fmt::format("sensitivity: {} {} matmul_tiled[{}] {} vs {}, R={} per experiment, budget {} s\n",
+                             tc.name, tc.version_text, req.params.str(), kBase.str(), kSlow.str(), R, budget_s);
+
+    stats::DecisionConfig dcfg;  // kbisect ab defaults: threshold 0.5%, alpha 0.05, looks 16..2048 pairs
+    MeasureConfig mcfg;
+    mcfg.warmup_s = 0.1;
+
+    Tally aa, ab;
+    for (int t = 0; t < R; ++t) {
+      for (int exp = 0; exp < 2; ++exp) {
+        // Fresh objects each trial (new buffers; A/A alternates which copy is "A").
+        const bool swap = t % 2 == 1;
+        auto ea = load_prepared(be, artifact_at(art, swap ? so_b : so_a), kBase);
+        auto eb = load_prepared(be, artifact_at(art, swap ? so_a : so_b), exp == 0 ? kBase : kSlow);
+        mcfg.seed = uint64_t(1000 + 2 * t + exp);
+        auto po = measure_and_decide(*ea, *eb, mcfg, dcfg, budget_s);
+        Tally& tl = exp == 0 ? aa : ab;
+        tl.add(po.decision.verdict, po.wall_s, po.decision.effect);
+        std::cerr << fmt::format("  {} {:2}/{}: {:6} {:+.3f}% [{:+.3f}%, {:+.3f}%] {} pairs {:.1f} s\n",
+                                 exp == 0 ? "A/A" : "A/B", t + 1, R, stats::to_string(po.decision.verdict),
+                                 100 * po.decision.effect_pct(), 100 * po.decision.ci_lo_pct(),
+                                 100 * po.decision.ci_hi_pct(), po.decision.n_base, po.wall_s);
+      }
+    }
+
+    // Naive baseline: separate Google Benchmark processes, 9 repetitions each, two-sided MWU.
+    const std::string self = executable_path();
+    auto gb_run = [&](const std::string& so, const Shape& s) {
+      auto r = run_process({self, "--child", so, std::to_string(s.M), std::to_string(s.N), std::to_string(s.K)}, {});
+      if (!r.ok()) throw Error("naive child failed: " + r.status_text() + "\n" + tail(r.err, 1000));
+      auto set = sample_set_from_google_benchmark(nlohmann::json::parse(r.out), "naive child");
+      if (set.entries.size() != 1 || set.entries[0].samples_s.size() != 9)
+        throw Error("naive child: expected one benchmark with 9 repetitions");
+      return std::make_pair(set.entries[0].samples_s, r.wall_s);
+    };
+    int naive_aa_fp = 0, naive_ab_hit = 0;
+    std::vector<double> naive_s;
+    for (int t = 0; t < R; ++t) {
+      for (int exp = 0; exp < 2; ++exp) {
+        const bool swap = t % 2 == 1;
+        auto [xa, sa] = gb_run(swap ? so_b : so_a, kBase);
+        auto [xb, sb] = gb_run(swap ? so_a : so_b, exp == 0 ? kBase : kSlow);
+        auto u = stats::mann_whitney(xa, xb);
+        const bool different = u.p_two_sided < 0.05;
+        const bool slower = stats::median(xb) > stats::median(xa);
+        if (exp == 0) naive_aa_fp += different;
+        else naive_ab_hit += different && slower;
+        naive_s.push_back(sa + sb);
+        std::cerr << fmt::format("  naive {} {:2}/{}: p={:.4f} {:+.3f}% {}\n", exp == 0 ? "A/A" : "A/B", t + 1, R,
+                                 u.p_two_sided, 100 * (stats::median(xb) / stats::median(xa) - 1),
+                                 different ? (slower ? "slower" : "faster") : "no difference");
+      }
+    }
+    remove_tree(dir);
+
+    std::vector<double> all = aa.seconds;
+    all.insert(all.end(), ab.seconds.begin(), ab.seconds.end());
+    std::cout << "A/A (kbisect): " << aa.line() << "\n";
+    std::cout << "A/B (kbisect): " << ab.line() << "\n";
+    std::cout << fmt::format("naive:       aa_false_positive={:.3f} ab_power={:.3f} median_decision_s={:.1f}\n",
+                             double(naive_aa_fp) / R, double(naive_ab_hit) / R, stats::median(naive_s));
+    std::cout << fmt::format("sensitivity: aa_false_positive={:.3f} ab_power={:.3f} median_decision_s={:.1f}\n",
+                             double(aa.worse + aa.better) / R, double(ab.worse) / R, stats::median(all));
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "sensitivity: error: " << e.what() << "\n";
+    return 1;
+  }
+}

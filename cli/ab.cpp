@@ -1,0 +1,82 @@
+// kbisect ab SWEEP --toolchain A --toolchain B: both builds of every case loaded in one process,
+// measured interleaved in randomized blocks until each case is decided (worse / better / same) or its
+// budget runs out (unsure). Exit code 1 when B is slower than A beyond the threshold in any case.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "harness/ab.h"
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/sweep.h"
+
+namespace kb::cli {
+namespace {
+
+struct Args {
+  std::string sweep;
+  std::vector<std::string> toolchains;
+  std::string threshold = "0.5%";
+  double alpha = 0.05;
+  double budget_s = 60;
+  int max_pairs = 2048;
+  std::string out;
+  std::string filter;
+  std::string format = "table";
+  uint64_t seed = 1;
+};
+
+int run(const Args& a) {
+  if (a.toolchains.size() != 2)
+    throw InputError(fmt::format("ab needs exactly two --toolchain options (got {})", a.toolchains.size()));
+  AbOptions o;
+  o.sweep_file = a.sweep;
+  o.toolchain_a = a.toolchains[0];
+  o.toolchain_b = a.toolchains[1];
+  o.threshold = parse_fraction(a.threshold, "--threshold");
+  o.alpha = a.alpha;
+  o.budget_s = a.budget_s;
+  o.max_pairs = a.max_pairs;
+  o.out_dir = a.out;
+  o.filter = a.filter;
+  o.seed = a.seed;
+  o.progress = progress_enabled();
+  if (a.format != "table" && a.format != "md" && a.format != "json")
+    throw InputError(fmt::format("--format: unknown format '{}' (table, md, json)", a.format));
+  auto r = run_ab(o);
+  if (a.format == "table") std::cout << render_table(r.comparison);
+  else if (a.format == "md") std::cout << render_markdown(r.comparison);
+  else std::cout << comparison_to_json(r.comparison).dump(2) << "\n";
+  if (!r.results_path.empty()) {
+    write_file_atomic(a.out + "/ab.md", render_markdown(r.comparison));
+    std::cerr << "results: " << r.results_path << "\n";
+  }
+  return r.comparison.exit_code();
+}
+
+Registrar reg("ab",
+              "Measure two toolchains' builds of a sweep interleaved in one process until each case is "
+              "decided (worse/better/same) or its budget runs out (unsure); exit 1 if B is slower beyond the threshold",
+              [](CLI::App* app) {
+                auto a = std::make_shared<Args>();
+                app->add_option("SWEEP", a->sweep, "sweep YAML file")->required();
+                app->add_option("--toolchain", a->toolchains, "toolchain A, then toolchain B (names or files)")
+                    ->required();
+                app->add_option("--threshold", a->threshold, "smallest change that matters (e.g. 0.5%)")
+                    ->capture_default_str();
+                app->add_option("--alpha", a->alpha, "error rate of calling identical code different")
+                    ->capture_default_str()
+                    ->check(CLI::Range(1e-6, 0.499));
+                app->add_option("--budget-s", a->budget_s, "time budget per case in seconds")->capture_default_str();
+                app->add_option("--max-pairs", a->max_pairs, "last planned look (pairs)")->capture_default_str();
+                app->add_option("-o,--out", a->out, "directory for ab.json (raw paired samples) and ab.md");
+                app->add_option("--filter", a->filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
+                app->add_option("--format", a->format, "stdout format: table, md, json")->capture_default_str();
+                app->add_option("--seed", a->seed, "seed of the interleaving order")->capture_default_str();
+                return [a] { return run(*a); };
+              });
+
+}  // namespace
+}  // namespace kb::cli

@@ -1,0 +1,251 @@
+#include "harness/ab.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "backends/cache.h"
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/reference.h"
+#include "harness/runner.h"
+#include "harness/sweep.h"
+
+namespace kb {
+
+using json = nlohmann::json;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string case_key(const PlannedCase& pc) {
+  CaseResult r;
+  r.kernel = pc.c.kernel->name;
+  r.backend = pc.c.kernel->backend;
+  r.params = pc.c.params;
+  r.shape = pc.c.shape;
+  r.dtype = pc.c.dtype;
+  return r.key();
+}
+
+}  // namespace
+
+PairOutcome measure_and_decide(Executable& a, Executable& b, const MeasureConfig& measure,
+                               const stats::DecisionConfig& decision, double budget_s) {
+  if (!(budget_s > 0)) throw InputError(fmt::format("budget {} s must be positive", budget_s));
+  MeasureConfig cfg = measure;
+  cfg.min_samples = decision.min_n;
+  cfg.max_samples = decision.max_n;
+  cfg.min_time_s = 0;
+  cfg.max_time_s = budget_s;
+  cfg.noise = -1;  // never stop on noise: the decision stops
+  // Pairs must be like for like: one execution per sample for both (the warmup's batch sizing could
+  // give A and B different batch sizes, and per-execution time depends on the batch through cache
+  // warmth). Kernels here take >= ~100 us, so timer overhead is negligible.
+  cfg.min_sample_s = 0;
+  stats::SequentialPaired seq(decision);
+  stats::Decision last;
+  bool decided = false;
+  int64_t looked_at = 0;
+  StopRule rule = [&](const std::vector<Measurement>& ms) {
+    const int64_t n = int64_t(std::min(ms[0].samples_s.size(), ms[1].samples_s.size()));
+    if (n == looked_at || !seq.is_look(n)) return false;
+    looked_at = n;
+    last = seq.look(ms[0].samples_s, ms[1].samples_s, n >= decision.max_n);
+    decided = last.verdict != stats::Verdict::unsure;
+    return decided;
+  };
+  const double t0 = now_s();
+  PairOutcome out;
+  out.m = measure_interleaved({&a, &b}, cfg, rule);
+  out.wall_s = now_s() - t0;
+  const int64_t n = int64_t(std::min(out.m[0].samples_s.size(), out.m[1].samples_s.size()));
+  if (!decided && n != looked_at) {
+    // Budget ran out between planned looks: one final look at what there is (it replaces the next
+    // planned look, so the number of looks stays within the Bonferroni plan).
+    last = seq.look(out.m[0].samples_s, out.m[1].samples_s, true);
+  } else if (!decided) {
+    last.final_look = true;
+  }
+  last.n_base = last.n_new = std::min<int64_t>(last.n_base, n);
+  out.decision = last;
+  out.looks = seq.looks_taken();
+  const std::string reason = decided ? "decided" : "budget";
+  for (auto& m : out.m) m.conditions.stop_reason = reason;
+  return out;
+}
+
+AbRun run_ab(const AbOptions& o) {
+  if (o.toolchain_a.empty() || o.toolchain_b.empty())
+    throw InputError("ab needs two toolchains: --toolchain A --toolchain B");
+  if (!(o.threshold > 0 && o.threshold < 1)) throw InputError(fmt::format("--threshold {} must be in (0, 1)", o.threshold));
+  if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("--alpha {} must be in (0, 0.5)", o.alpha));
+  if (!(o.budget_s > 0)) throw InputError(fmt::format("--budget-s {} must be positive", o.budget_s));
+  if (o.min_pairs < 2 || o.max_pairs < o.min_pairs)
+    throw InputError(fmt::format("pairs: need 2 <= min ({}) <= max ({})", o.min_pairs, o.max_pairs));
+
+  SweepOptions sa, sb;
+  sa.toolchains = {o.toolchain_a};
+  sb.toolchains = {o.toolchain_b};
+  sa.filter = sb.filter = o.filter;
+  Sweep wa = load_sweep(o.sweep_file, sa);
+  Sweep wb = load_sweep(o.sweep_file, sb);
+
+  std::map<std::string, const PlannedCase*> bmap;
+  for (const auto& pc : wb.cases) bmap.emplace(case_key(pc), &pc);
+
+  stats::DecisionConfig dcfg;
+  dcfg.threshold = o.threshold;
+  dcfg.alpha = o.alpha;
+  dcfg.min_n = o.min_pairs;
+  dcfg.max_n = o.max_pairs;
+
+  AbRun run;
+  RunResults& res = run.results;
+  res.kind = "ab";
+  res.name = wa.name;
+  res.sweep_file = wa.file;
+  res.started = now_iso8601();
+  res.environment = describe_environment();
+  res.environment["toolchains"] = json::array();
+  for (const Sweep* w : {&wa, &wb})
+    for (const auto& t : w->toolchains)
+      res.environment["toolchains"].push_back({{"name", t->name},
+                                               {"kind", t->kind},
+                                               {"compiler", t->compiler},
+                                               {"flags", t->flags},
+                                               {"target", t->target},
+                                               {"identity", t->identity},
+                                               {"version", t->version_text}});
+  Comparison& cmp = run.comparison;
+  cmp.base_origin = "A = " + o.toolchain_a;
+  cmp.new_origin = "B = " + o.toolchain_b;
+  cmp.method = fmt::format(
+      "paired, interleaved: Hodges-Lehmann of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} pairs, "
+      "alpha {}/{} per look; budget {} s per case",
+      o.min_pairs, o.max_pairs, o.alpha, dcfg.looks(), o.budget_s);
+  cmp.options.threshold = o.threshold;
+  cmp.options.alpha = o.alpha;
+  cmp.options.fail_on_slower = true;
+
+  json pairs_json = json::array();
+  const double t_start = now_s();
+  if (!o.out_dir.empty()) {
+    make_dirs(o.out_dir);
+    run.results_path = o.out_dir + "/ab.json";
+  }
+  auto save = [&] {
+    res.finished = now_iso8601();
+    res.wall_s = now_s() - t_start;
+    finish_comparison(cmp);
+    res.extra = {{"toolchains", {o.toolchain_a, o.toolchain_b}},
+                 {"threshold", o.threshold},
+                 {"alpha", o.alpha},
+                 {"budget_s", o.budget_s},
+                 {"pairs", pairs_json},
+                 {"comparison", comparison_to_json(cmp)}};
+    if (!run.results_path.empty()) save_results(res, run.results_path);
+  };
+
+  CompileCache cache;
+  ReferenceCache refs;
+  std::set<std::string> seen;
+  int index = 0;
+  const int total = int(wa.cases.size());
+  for (const auto& pa : wa.cases) {
+    ++index;
+    const std::string key = case_key(pa);
+    seen.insert(key);
+    CaseComparison cc;
+    cc.key = key;
+    cc.base_toolchain = pa.toolchain->name;
+    auto it = bmap.find(key);
+    if (it == bmap.end()) {
+      cc.reason = "no case for toolchain B";
+      cmp.cases.push_back(cc);
+      continue;
+    }
+    const PlannedCase& pb = *it->second;
+    cc.new_toolchain = pb.toolchain->name;
+    PreparedCase ca = prepare_case(pa, cache, refs);
+    PreparedCase cb = prepare_case(pb, cache, refs);
+    const std::string group = fmt::format("ab-{}", index);
+    if (!ca.ready() || !cb.ready()) {
+      std::string why;
+      if (!ca.ready()) why += fmt::format("A {}: {}", to_string(ca.result.status), ca.result.reason);
+      if (!cb.ready())
+        why += fmt::format("{}B {}: {}", why.empty() ? "" : "; ", to_string(cb.result.status), cb.result.reason);
+      cc.reason = why;
+      res.cases.push_back(ca.result);
+      res.cases.push_back(cb.result);
+      cmp.cases.push_back(cc);
+      save();
+      continue;
+    }
+    if (o.progress)
+      std::cerr << fmt::format("ab case {}/{} {}: measuring (budget {} s)\n", index, total, key, o.budget_s);
+    MeasureConfig mc = pa.measure;
+    mc.seed = o.seed + uint64_t(index);
+    PairOutcome po;
+    try {
+      po = measure_and_decide(*ca.exe, *cb.exe, mc, dcfg, o.budget_s);
+    } catch (const Error& e) {
+      ca.result.status = cb.result.status = CaseStatus::failed;
+      ca.result.reason = cb.result.reason = std::string("measurement failed: ") + e.what();
+      cc.reason = ca.result.reason;
+      res.cases.push_back(ca.result);
+      res.cases.push_back(cb.result);
+      cmp.cases.push_back(cc);
+      save();
+      continue;
+    }
+    record_measurement(ca.result, po.m[0]);
+    record_measurement(cb.result, po.m[1]);
+    ca.result.conditions.group = cb.result.conditions.group = group;
+    cc.compared = true;
+    cc.decision = po.decision;
+    cc.base_median_s = stats::median(po.m[0].samples_s);
+    cc.new_median_s = stats::median(po.m[1].samples_s);
+    const size_t n = std::min(po.m[0].samples_s.size(), po.m[1].samples_s.size());
+    json pj = json::array();
+    for (size_t i = 0; i < n; ++i) pj.push_back({po.m[0].samples_s[i], po.m[1].samples_s[i]});
+    pairs_json.push_back({{"key", key},
+                          {"group", group},
+                          {"a", ca.result.id()},
+                          {"b", cb.result.id()},
+                          {"wall_s", po.wall_s},
+                          {"looks", po.looks},
+                          {"decision", decision_to_json(po.decision)},
+                          {"pairs_s", pj}});
+    if (o.progress)
+      std::cerr << fmt::format("ab case {}/{} {}: {} {:+.2f}% [{:+.2f}%, {:+.2f}%] after {} pairs, {:.1f} s\n", index,
+                               total, key, stats::to_string(po.decision.verdict), 100 * po.decision.effect_pct(),
+                               100 * po.decision.ci_lo_pct(), 100 * po.decision.ci_hi_pct(), po.decision.n_base,
+                               po.wall_s);
+    res.cases.push_back(std::move(ca.result));
+    res.cases.push_back(std::move(cb.result));
+    cmp.cases.push_back(cc);
+    save();
+  }
+  for (const auto& pb : wb.cases) {
+    const std::string key = case_key(pb);
+    if (seen.count(key)) continue;
+    CaseComparison cc;
+    cc.key = key;
+    cc.new_toolchain = pb.toolchain->name;
+    cc.reason = "no case for toolchain A";
+    cmp.cases.push_back(cc);
+  }
+  save();
+  return run;
+}
+
+}  // namespace kb

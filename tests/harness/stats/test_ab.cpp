@@ -1,0 +1,91 @@
+// `ab` end to end on real toolchains: clang-14 vs clang-19 at -O3 -march=native on matmul_tiled differ
+// by ~11% here and must be called different; one toolchain against itself must not be called worse.
+// The verdicts are statistical decisions, not timing thresholds: the assertions are the rule's
+// guarantees (alpha = 5% for A/A, an 11% effect is far beyond the 0.5% threshold).
+#include <cstdio>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "backends/toolchain.h"
+#include "harness/ab.h"
+#include "harness/error.h"
+#include "harness/fsutil.h"
+#include "harness/process.h"
+
+using namespace kb;
+using stats::Verdict;
+
+namespace {
+
+const std::string kSweep = std::string(KBISECT_SOURCE_DIR) + "/tests/data/compare/ab_matmul.yaml";
+
+bool have(const char* prog) { return !which(prog).empty(); }
+
+void print(const AbRun& r) { std::printf("%s", render_table(r.comparison).c_str()); }
+
+}  // namespace
+
+TEST(Ab, Clang14VsClang19IsDifferent) {
+  if (!have("clang++-14") || !have("clang++-19")) GTEST_SKIP() << "needs clang++-14 and clang++-19";
+  AbOptions o;
+  o.sweep_file = kSweep;
+  o.toolchain_a = "clang-14";
+  o.toolchain_b = "clang-19";
+  o.filter = "512x512x512";
+  o.budget_s = 20;
+  const std::string dir = temp_dir("kb-ab-test");
+  o.out_dir = dir;
+  auto r = run_ab(o);
+  print(r);
+  ASSERT_EQ(r.comparison.cases.size(), 1u);
+  const auto& c = r.comparison.cases[0];
+  ASSERT_TRUE(c.compared) << c.reason;
+  EXPECT_TRUE(c.decision.verdict == Verdict::worse || c.decision.verdict == Verdict::better)
+      << stats::to_string(c.decision.verdict);
+  // The result file: kind ab, both cases with raw samples, the pairs and the verdict in extra.
+  auto j = nlohmann::json::parse(read_file(r.results_path));
+  EXPECT_EQ(j["kind"], "ab");
+  ASSERT_EQ(j["cases"].size(), 2u);
+  EXPECT_EQ(j["cases"][0]["samples_s"].size(), j["cases"][1]["samples_s"].size());
+  EXPECT_GE(j["cases"][0]["samples_s"].size(), 16u);
+  const auto& p = j["extra"]["pairs"][0];
+  EXPECT_EQ(p["pairs_s"].size(), j["cases"][0]["samples_s"].size());
+  EXPECT_EQ(p["decision"]["verdict"], stats::to_string(c.decision.verdict));
+  EXPECT_TRUE(j["cases"][0]["conditions"]["interleaved"].get<bool>());
+  remove_tree(dir);
+}
+
+TEST(Ab, SameToolchainIsNotWorse) {
+  if (!have("clang++-19")) GTEST_SKIP() << "needs clang++-19";
+  AbOptions o;  // default threshold 0.5%, alpha 0.05
+  o.sweep_file = kSweep;
+  o.toolchain_a = "clang-19";
+  o.toolchain_b = "clang-19";
+  o.filter = "384x384x384";
+  o.budget_s = 25;
+  auto r = run_ab(o);
+  print(r);
+  ASSERT_EQ(r.comparison.cases.size(), 1u);
+  const auto& c = r.comparison.cases[0];
+  ASSERT_TRUE(c.compared) << c.reason;
+  EXPECT_NE(c.decision.verdict, Verdict::worse);
+  EXPECT_EQ(r.comparison.exit_code(), 0);
+}
+
+TEST(AbCli, ExitCodeFollowsDirection) {
+  if (!have("clang++-14") || !have("clang++-19")) GTEST_SKIP() << "needs clang++-14 and clang++-19";
+  const std::string bin = std::string(KBISECT_BINARY_DIR) + "/kbisect";
+  RunOptions ro;
+  ro.timeout_s = 300;
+  // B = clang-14 is the slower one: exit 1 (slower beyond the threshold).
+  auto slow = run_process({bin, "ab", kSweep, "--toolchain", "clang-19", "--toolchain", "clang-14", "--filter",
+                           "512x512x512", "--budget-s", "15"}, ro);
+  EXPECT_EQ(slow.exit_code, 1) << slow.out << slow.err;
+  EXPECT_NE(slow.out.find("worse"), std::string::npos) << slow.out;
+  // Bad input: one toolchain only -> 2.
+  auto bad = run_process({bin, "ab", kSweep, "--toolchain", "clang-19"}, ro);
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  auto missing = run_process({bin, "ab", "/nonexistent/sweep.yaml", "--toolchain", "clang-19", "--toolchain", "clang-14"}, ro);
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+}
