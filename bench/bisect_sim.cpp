@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
       100 * c.threshold, c.alpha, c.min_samples, c.max_samples_per_step, c.plain_samples, c.plain_alpha,
       c.pinpoint_start, c.pinpoint_max, c.pinpoint_p_diff, c.pinpoint_p_same);
 
-  std::vector<MethodResult> kb(size_t(histories)), plain(size_t(histories)), pin(size_t(histories));
+  const size_t nh = static_cast<size_t>(histories);
+  std::vector<MethodResult> kbs(nh), plain(nh), pin(nh);
   std::atomic<int> next{0};
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
       for (int i; (i = next++) < histories;) {
         const uint64_t s = seed * 1000003ULL + uint64_t(i);
         History h = make_history(c, s);
-        kb[size_t(i)] = run_kbisect(c, h, s);
+        kbs[size_t(i)] = run_kbisect(c, h, s);
         plain[size_t(i)] = run_plain_bisect(c, h, s);
         pin[size_t(i)] = run_pinpoint(c, h, s);
       }
@@ -107,20 +108,20 @@ int main(int argc, char** argv) {
   for (auto& th : pool) th.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  Summary a = summarize(kb), p = summarize(plain), q = summarize(pin);
+  Summary a = summarize(kbs), p = summarize(plain), q = summarize(pin);
   std::cout << fmt::format("{:<10} {:>9} {:>7} {:>14} {:>15} {:>12} {:>18}\n", "method", "accuracy", "exact",
                            "median builds", "median samples", "p90 samples", "measured/visited");
   for (auto [name, s] : {std::pair<const char*, Summary>{"kbisect", a}, {"plain", p}, {"pinpoint", q}})
     std::cout << fmt::format("{:<10} {:>9.3f} {:>7.3f} {:>14.1f} {:>15.0f} {:>12.0f} {:>18.3f}\n", name, s.accuracy,
                              s.exact, s.median_builds, s.median_samples, s.p90_samples, s.measured_fraction);
   int verdicts_unverified = 0, verdicts_other = 0;
-  for (const auto& r : kb) {
+  for (const auto& r : kbs) {
     if (r.verdict == "unverified") ++verdicts_unverified;
     else if (r.verdict != "culprit" && r.verdict != "ambiguous") ++verdicts_other;
   }
   std::cout << fmt::format(
-      "\naccuracy: the culprit named, or (when it cannot be built) an ambiguous answer listing it among skipped "
-      "commits; exact: the culprit named.\nkbisect verdicts other than culprit/ambiguous: {} unverified, {} other. "
+      "\naccuracy: the culprit named, or an ambiguous answer whose candidates hold it and are, but for the last, "
+      "unbuildable (what git bisect also answers); exact: the culprit named.\nkbisect verdicts other than culprit/ambiguous: {} unverified, {} other. "
       "{:.1f} s on {} threads.\n",
       verdicts_unverified, verdicts_other, secs, threads);
   std::cout << fmt::format(

@@ -64,8 +64,8 @@ Rounds SimLab::measure(const std::vector<std::string>& shas, int max_rounds, dou
 
 namespace {
 
-// Correct answer given what can be known: the culprit, or — when skips hide it — a candidate list that
-// holds it and whose other members are all unbuildable.
+// Correct answer given what can be known: the culprit, or — when unbuildable commits hide it — the
+// candidate list that holds it, every member but the last (the first known bad) unbuildable.
 void score(MethodResult& r, const History& h, const std::string& verdict, int culprit, const std::vector<int>& cands) {
   r.verdict = verdict;
   r.exact = culprit == h.culprit;
@@ -74,7 +74,7 @@ void score(MethodResult& r, const History& h, const std::string& verdict, int cu
     bool only_skips = true;
     for (int i : cands)
       if (i != cands.back() && !h.build_fails[size_t(i)]) only_skips = false;
-    r.correct = only_skips && h.build_fails[size_t(h.culprit)];
+    r.correct = only_skips;
   }
 }
 
