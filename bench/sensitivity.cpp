@@ -1,6 +1,6 @@
 // Measured sensitivity of kbisect's A/B decision on this machine (issue 3, item 5).
 //
-// Kernel: matmul_tiled on the CPU backend, 512x512x600 fp32 (~10 ms), one K slice (BK = 608 >= K), so
+// Kernel: matmul_tiled on the CPU backend, 1024x1024x600 fp32 (~8-15 ms here), one K slice (BK = 608 >= K), so
 // the work is exactly linear in K at granularity 1.
 //  (a) A/A: the same compiled kernel copied to two files (two separate dlopen'd objects), decided R times
 //      -> false-positive rate (worse or better).
@@ -46,8 +46,8 @@ using namespace kb;
 namespace {
 
 const Params kParams = {{"BM", 96}, {"BN", 512}, {"BK", 608}, {"MR", 6}, {"NR", 32}};
-const Shape kBase = {512, 512, 600};
-const Shape kSlow = {512, 512, 603};  // 600 * 1.005 = 603: +0.5% work exactly
+const Shape kBase = {1024, 1024, 600};
+const Shape kSlow = {1024, 1024, 603};  // 600 * 1.005 = 603: +0.5% work exactly
 
 Artifact artifact_at(const Artifact& like, const std::string& path) {
   Artifact a = like;
