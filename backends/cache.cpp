@@ -10,35 +10,12 @@
 #include "harness/error.h"
 #include "harness/fsutil.h"
 #include "harness/hash.h"
+#include "harness/results.h"
 
 namespace kb {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-namespace {
-
-json params_to_json(const Params& p) {
-  json j = json::object();
-  for (const auto& [k, v] : p.values()) {
-    if (auto i = std::get_if<int64_t>(&v)) j[k] = *i;
-    else if (auto f = std::get_if<double>(&v)) j[k] = *f;
-    else j[k] = std::get<std::string>(v);
-  }
-  return j;
-}
-
-Params params_from_json(const json& j) {
-  Params p;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it->is_number_integer()) p.set(it.key(), it->get<int64_t>());
-    else if (it->is_number()) p.set(it.key(), it->get<double>());
-    else p.set(it.key(), it->get<std::string>());
-  }
-  return p;
-}
-
-}  // namespace
 
 std::string artifact_to_json(const Artifact& a) {
   json j;

@@ -1,5 +1,7 @@
 #include "bisect/report.h"
 
+#include "harness/text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -68,33 +70,6 @@ json commit_json(const git::CommitInfo& c) {
           {"date", iso_date(c.author_time)}};
 }
 
-std::string esc_html(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
-std::string esc_md(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' || c == ']') o += '\\';
-    if (c == '\n') {
-      o += ' ';
-      continue;
-    }
-    o += c;
-  }
-  return o;
-}
 
 }  // namespace
 
@@ -168,14 +143,14 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
 
 std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
   std::string md;
-  md += fmt::format("# kbisect bisect: {}\n\n", esc_md(cfg.name));
+  md += fmt::format("# kbisect bisect: {}\n\n", md_escape(cfg.name));
   md += fmt::format("**Verdict: {}**", o.verdict);
   if (o.culprit >= 0) {
     const auto& c = commits[size_t(o.culprit)];
-    md += fmt::format(" — `{}` {} ({}, {})", c.sha.substr(0, 12), esc_md(c.subject), esc_md(c.author_name),
+    md += fmt::format(" — `{}` {} ({}, {})", c.sha.substr(0, 12), md_escape(c.subject), md_escape(c.author_name),
                       iso_date(c.author_time));
   }
-  md += "\n\n" + esc_md(o.summary) + "\n\n";
+  md += "\n\n" + md_escape(o.summary) + "\n\n";
   md += fmt::format("Range: {} commits, good `{}` .. bad `{}`; metric {}, threshold {}.\n\n", commits.size() - 1,
                     commits.front().sha.substr(0, 12), commits.back().sha.substr(0, 12), to_string(cfg.metric),
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
@@ -184,7 +159,7 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   if (!o.candidates.empty()) {
     md += "## Candidates\n\n";
     for (int i : o.candidates)
-      md += fmt::format("- `{}` {}\n", commits[size_t(i)].sha.substr(0, 12), esc_md(commits[size_t(i)].subject));
+      md += fmt::format("- `{}` {}\n", commits[size_t(i)].sha.substr(0, 12), md_escape(commits[size_t(i)].subject));
     md += "\n";
   }
   md += "## Steps\n\n| # | phase | commit | subject | side | how | metric vs good | evidence |\n";
@@ -192,8 +167,8 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   int k = 0;
   auto row = [&](const Step& s) {
     md += fmt::format("| {} | {} | `{}` | {} | {} | {} | {} | {} |\n", k++, s.phase, s.sha.substr(0, 12),
-                      s.index >= 0 ? esc_md(commits[size_t(s.index)].subject) : "", s.side ? to_string(*s.side) : "",
-                      s.how, level_text(cfg, s), esc_md(s.reason));
+                      s.index >= 0 ? md_escape(commits[size_t(s.index)].subject) : "", s.side ? to_string(*s.side) : "",
+                      s.how, level_text(cfg, s), md_escape(s.reason));
   };
   if (o.reproduce) row(*o.reproduce);
   for (const auto& s : o.steps) row(s);
@@ -273,12 +248,12 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
                      "{:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
                      X(0), Y(good_y), xc, Y(good_y), xc, Y(bad_y), X(n - 1), Y(bad_y));
     s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#c33\" text-anchor=\"middle\">culprit {}</text>\n", xc, T + 12,
-                     esc_html(commits[size_t(o.culprit)].sha.substr(0, 10)));
+                     html_escape(commits[size_t(o.culprit)].sha.substr(0, 10)));
   }
   for (const auto& p : pts) {
     const double x = X(p.i);
-    const std::string title = fmt::format("<title>{} {}: {}</title>", p.i, esc_html(commits[size_t(p.i)].sha.substr(0, 12)),
-                                          esc_html(p.label));
+    const std::string title = fmt::format("<title>{} {}: {}</title>", p.i, html_escape(commits[size_t(p.i)].sha.substr(0, 12)),
+                                          html_escape(p.label));
     if (p.kind == "measured" || p.kind == "endpoint") {
       if (p.hi > p.lo)
         s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#246\"/>\n", x, x, Y(p.lo), Y(p.hi));
@@ -293,25 +268,25 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   for (int i : skipped) {
     const double x = X(i), y = H - B - 8;
     s += fmt::format("<path d=\"M{:.1f},{:.1f} l8,8 m0,-8 l-8,8\" stroke=\"#c60\" stroke-width=\"2\"><title>{} skipped</title></path>\n",
-                     x - 4, y - 4, esc_html(commits[size_t(i)].sha.substr(0, 12)));
+                     x - 4, y - 4, html_escape(commits[size_t(i)].sha.substr(0, 12)));
   }
   s += "</svg>\n";
   return s;
 }
 
 std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
-  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kbisect bisect: " + esc_html(cfg.name) +
+  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kbisect bisect: " + html_escape(cfg.name) +
                   "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}"
                   "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
                   "code{background:#f4f4f4}</style></head><body>\n";
-  h += "<h1>kbisect bisect: " + esc_html(cfg.name) + "</h1>\n";
-  h += "<p><b>Verdict: " + esc_html(o.verdict) + "</b>";
+  h += "<h1>kbisect bisect: " + html_escape(cfg.name) + "</h1>\n";
+  h += "<p><b>Verdict: " + html_escape(o.verdict) + "</b>";
   if (o.culprit >= 0) {
     const auto& c = commits[size_t(o.culprit)];
-    h += fmt::format(" — <code>{}</code> {} ({}, {})", esc_html(c.sha.substr(0, 12)), esc_html(c.subject),
-                     esc_html(c.author_name), iso_date(c.author_time));
+    h += fmt::format(" — <code>{}</code> {} ({}, {})", html_escape(c.sha.substr(0, 12)), html_escape(c.subject),
+                     html_escape(c.author_name), iso_date(c.author_time));
   }
-  h += "</p>\n<p>" + esc_html(o.summary) + "</p>\n";
+  h += "</p>\n<p>" + html_escape(o.summary) + "</p>\n";
   h += fmt::format("<p>Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
                    o.samples, o.wall_s, o.visited, o.measured_steps);
   h += plot_svg(cfg, o, commits);
@@ -320,8 +295,8 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   h += "<table><tr><th>phase</th><th>commit</th><th>subject</th><th>side</th><th>how</th><th>metric vs good</th><th>evidence</th></tr>\n";
   auto row = [&](const Step& s) {
     h += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     s.phase, esc_html(s.sha.substr(0, 12)), s.index >= 0 ? esc_html(commits[size_t(s.index)].subject) : "",
-                     s.side ? to_string(*s.side) : "", esc_html(s.how), esc_html(level_text(cfg, s)), esc_html(s.reason));
+                     s.phase, html_escape(s.sha.substr(0, 12)), s.index >= 0 ? html_escape(commits[size_t(s.index)].subject) : "",
+                     s.side ? to_string(*s.side) : "", html_escape(s.how), html_escape(level_text(cfg, s)), html_escape(s.reason));
   };
   if (o.reproduce) row(*o.reproduce);
   for (const auto& s : o.steps) row(s);

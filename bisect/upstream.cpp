@@ -14,6 +14,7 @@
 
 #include "bisect/glob.h"
 #include "harness/error.h"
+#include "harness/text.h"
 #include "harness/fsutil.h"
 
 namespace kb::upstream {
@@ -837,28 +838,6 @@ std::string truncate(const std::string& s, size_t n) {
   return s.size() <= n ? s : s.substr(0, n - 3) + "...";
 }
 
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
-std::string md_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' || c == ']') o += '\\';
-    o += c;
-  }
-  return o;
-}
 
 // The history chart: days behind (left axis, solid) and backlog commits (right axis, dashed).
 std::string history_svg(const std::vector<HistoryRow>& rows) {

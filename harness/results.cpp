@@ -75,9 +75,7 @@ std::string CaseResult::key() const {
 
 std::string CaseResult::id() const { return key() + "/" + toolchain; }
 
-namespace {
-
-json params_json(const Params& p) {
+json params_to_json(const Params& p) {
   json j = json::object();
   for (const auto& [k, v] : p.values()) {
     if (auto i = std::get_if<int64_t>(&v)) j[k] = *i;
@@ -86,6 +84,19 @@ json params_json(const Params& p) {
   }
   return j;
 }
+
+Params params_from_json(const json& j) {
+  Params p;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_number_integer()) p.set(it.key(), it->get<int64_t>());
+    else if (it->is_number()) p.set(it.key(), it->get<double>());
+    else if (it->is_string()) p.set(it.key(), it->get<std::string>());
+    else throw InputError(fmt::format("params.{} has an unsupported type", it.key()));
+  }
+  return p;
+}
+
+namespace {
 
 // Reads a field with a clear error naming it.
 template <class T>
@@ -104,7 +115,7 @@ json to_json(const CaseResult& c) {
   json j;
   j["kernel"] = c.kernel;
   j["backend"] = c.backend;
-  j["params"] = params_json(c.params);
+  j["params"] = params_to_json(c.params);
   j["shape"] = {{"M", c.shape.M}, {"N", c.shape.N}, {"K", c.shape.K}};
   j["dtype"] = to_string(c.dtype);
   j["toolchain"] = {{"name", c.toolchain}, {"identity", c.toolchain_identity}, {"target", c.target}};
@@ -151,11 +162,10 @@ CaseResult case_from_json(const json& j) {
   ctx = "case " + c.kernel;
   c.backend = field<std::string>(j, "backend", ctx);
   if (j.contains("params") && j["params"].is_object()) {
-    for (auto it = j["params"].begin(); it != j["params"].end(); ++it) {
-      if (it->is_number_integer()) c.params.set(it.key(), it->get<int64_t>());
-      else if (it->is_number()) c.params.set(it.key(), it->get<double>());
-      else if (it->is_string()) c.params.set(it.key(), it->get<std::string>());
-      else throw InputError(fmt::format("{}: params.{} has an unsupported type", ctx, it.key()));
+    try {
+      c.params = params_from_json(j["params"]);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", ctx, e.what()));
     }
   }
   json shape = field<json>(j, "shape", ctx);

@@ -10,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "harness/error.h"
+#include "harness/text.h"
 #include "harness/fsutil.h"
 
 namespace kb {
@@ -18,25 +19,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Ctx {
-  std::string origin;
-  std::string at(const YAML::Node& n) const {
-    const auto& m = n.Mark();
-    if (m.line < 0) return origin;
-    return fmt::format("{}:{}:{}", origin, m.line + 1, m.column + 1);
-  }
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& msg) const { throw InputError(at(n) + ": " + msg); }
-};
+using Ctx = YamlCtx;
 
 void check_keys(const Ctx& cx, const YAML::Node& n, const std::string& what, const std::vector<std::string>& known) {
-  for (auto it = n.begin(); it != n.end(); ++it) {
-    std::string k = it->first.as<std::string>();
-    if (std::find(known.begin(), known.end(), k) == known.end()) {
-      std::string ks;
-      for (auto& s : known) ks += (ks.empty() ? "" : ", ") + s;
-      cx.fail(it->first, fmt::format("unknown field '{}' in {} (known: {})", k, what, ks));
-    }
-  }
+  check_yaml_keys(cx, n, what, known);
 }
 
 ParamValue scalar_value(const Ctx& cx, const YAML::Node& n, const std::string& field) {

@@ -1,0 +1,60 @@
+#include "harness/text.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "harness/error.h"
+
+namespace kb {
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string md_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\n') {
+      o += ' ';
+      continue;
+    }
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' || c == ']') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+std::string YamlCtx::at(const YAML::Node& n) const {
+  const auto& m = n.Mark();
+  if (m.line < 0) return origin;
+  return fmt::format("{}:{}:{}", origin, m.line + 1, m.column + 1);
+}
+
+void YamlCtx::fail(const YAML::Node& n, const std::string& msg) const { throw InputError(at(n) + ": " + msg); }
+
+void check_yaml_keys(const YamlCtx& cx, const YAML::Node& n, const std::string& what,
+                     const std::vector<std::string>& known) {
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string k = it->first.as<std::string>();
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      std::string ks;
+      for (const auto& s : known) ks += (ks.empty() ? "" : ", ") + s;
+      cx.fail(it->first, fmt::format("unknown field '{}' in {} (known: {})", k, what, ks));
+    }
+  }
+}
+
+}  // namespace kb

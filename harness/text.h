@@ -1,0 +1,26 @@
+// Small text helpers shared by the report printers (HTML, Markdown) and YAML readers.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace YAML {
+class Node;
+}
+
+namespace kb {
+
+std::string html_escape(const std::string& s);  // & < > " '
+// Escapes Markdown table/emphasis characters; newlines become spaces (one table cell per line).
+std::string md_escape(const std::string& s);
+
+// Where a YAML node is, for errors: "file:line:col" (file alone when the node has no mark).
+struct YamlCtx {
+  std::string origin;
+  std::string at(const YAML::Node& n) const;
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& msg) const;  // throws InputError
+};
+// Throws InputError naming the first key of mapping `n` that is not in `known`.
+void check_yaml_keys(const YamlCtx& cx, const YAML::Node& n, const std::string& what,
+                     const std::vector<std::string>& known);
+
+}  // namespace kb
