@@ -1,7 +1,7 @@
-// `ab` end to end on real toolchains: clang-14 vs clang-19 at -O3 -march=native on matmul_tiled differ
-// by ~11% here and must be called different; one toolchain against itself must not be called worse.
-// The verdicts are statistical decisions, not timing thresholds: the assertions are the rule's
-// guarantees (alpha = 5% for A/A, an 11% effect is far beyond the 0.5% threshold).
+// `ab` end to end on real toolchains: g++ 12 vs clang-19 at -O3 -march=native on the bf16 matmul_tiled
+// small config differ ~10x here (clang-14 vs clang-19 on the fp32 best config differed by only ~0.3-2.6%
+// in runs on this VM, too little for a robust test) and must be called different; one toolchain against
+// itself must not be called worse. The verdicts are statistical decisions, not timing thresholds.
 #include <cstdio>
 
 #include <gtest/gtest.h>
@@ -26,13 +26,13 @@ void print(const AbRun& r) { std::printf("%s", render_table(r.comparison).c_str(
 
 }  // namespace
 
-TEST(Ab, Clang14VsClang19IsDifferent) {
-  if (!have("clang++-14") || !have("clang++-19")) GTEST_SKIP() << "needs clang++-14 and clang++-19";
+TEST(Ab, GccVsClang19IsDifferent) {
+  if (!have("g++") || !have("clang++-19")) GTEST_SKIP() << "needs g++ and clang++-19";
   AbOptions o;
   o.sweep_file = kSweep;
-  o.toolchain_a = "clang-14";
+  o.toolchain_a = "g++";
   o.toolchain_b = "clang-19";
-  o.filter = "512x512x512";
+  o.filter = "bf16/256x256x256";
   o.budget_s = 20;
   const std::string dir = temp_dir("kb-ab-test");
   o.out_dir = dir;
