@@ -19,22 +19,6 @@ struct Opts {
   bool json = false, show_log = false;
 };
 
-ParamValue parse_value(const std::string& s) {
-  try {
-    size_t pos = 0;
-    long long v = std::stoll(s, &pos, 0);
-    if (pos == s.size()) return int64_t(v);
-  } catch (...) {
-  }
-  try {
-    size_t pos = 0;
-    double d = std::stod(s, &pos);
-    if (pos == s.size()) return d;
-  } catch (...) {
-  }
-  return s;
-}
-
 int run(const Opts& o) {
   Toolchain tc = find_toolchain(o.toolchain);
   resolve_identity(tc);
@@ -52,7 +36,7 @@ int run(const Opts& o) {
   for (const auto& kv : o.params) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw InputError(fmt::format("--param '{}' must be NAME=VALUE", kv));
-    given.set(kv.substr(0, eq), parse_value(kv.substr(eq + 1)));
+    given.set(kv.substr(0, eq), parse_param_value(kv.substr(eq + 1)));
   }
   DType dt = parse_dtype(o.dtype);
   Params full = k.complete(given);

@@ -32,6 +32,22 @@ std::string to_string(const ParamValue& v) {
   return std::get<std::string>(v);
 }
 
+ParamValue parse_param_value(const std::string& s) {
+  try {
+    size_t pos = 0;
+    long long v = std::stoll(s, &pos, 0);
+    if (pos == s.size()) return int64_t(v);
+  } catch (...) {
+  }
+  try {
+    size_t pos = 0;
+    double d = std::stod(s, &pos);
+    if (pos == s.size()) return d;
+  } catch (...) {
+  }
+  return s;
+}
+
 int64_t Params::get_int(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) throw InputError(fmt::format("parameter '{}' is not set", name));

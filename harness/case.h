@@ -24,6 +24,8 @@ struct Shape {
 // A parameter value: integer, float or string (nvbench-style typed axes).
 using ParamValue = std::variant<int64_t, double, std::string>;
 std::string to_string(const ParamValue& v);
+// "64" -> int, "0.5" -> float, anything else -> string (as written in YAML or on a command line).
+ParamValue parse_param_value(const std::string& s);
 
 // Named parameters of one kernel instance, ordered by name (stable hashes and output).
 class Params {

@@ -27,20 +27,7 @@ void check_keys(const Ctx& cx, const YAML::Node& n, const std::string& what, con
 
 ParamValue scalar_value(const Ctx& cx, const YAML::Node& n, const std::string& field) {
   if (!n.IsScalar()) cx.fail(n, fmt::format("'{}': expected a value, got a {}", field, n.IsMap() ? "mapping" : "list"));
-  const std::string s = n.Scalar();
-  try {
-    size_t pos = 0;
-    long long v = std::stoll(s, &pos, 0);
-    if (pos == s.size()) return int64_t(v);
-  } catch (...) {
-  }
-  try {
-    size_t pos = 0;
-    double d = std::stod(s, &pos);
-    if (pos == s.size()) return d;
-  } catch (...) {
-  }
-  return s;
+  return parse_param_value(n.Scalar());
 }
 
 int64_t int_value(const Ctx& cx, const YAML::Node& n, const std::string& field) {
