@@ -67,6 +67,9 @@ struct CompileRequest {
   std::string kernel_dir;  // where kernel sources live
   std::string out_dir;     // an empty directory for the artifact's files
   double timeout_s = 300;
+  // Bytes of compiler output kept in Artifact::log (its tail). `kbisect passes` / `explain` raise it to
+  // read every -opt-bisect-limit / -print-changed line.
+  size_t log_limit = 8000;
 };
 
 class Backend {

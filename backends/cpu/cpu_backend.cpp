@@ -188,7 +188,7 @@ class CpuBackend : public Backend {
     a.binary_path = out;
     a.entry = "kb_gemm";
     a.compile_s = r.wall_s;
-    a.log = tail(log, 8000);
+    a.log = tail(log, req.log_limit);
     auto elf = ElfFile::open(out);
     auto is_text = [](const ElfSection& s) { return s.name == ".text"; };
     a.code_hash = elf.hash_sections(is_text);

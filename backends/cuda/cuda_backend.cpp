@@ -531,7 +531,7 @@ class CudaBackend : public Backend {
     a.binary_path = cubin;
     a.entry = "kb_matmul";
     a.compile_s = co.wall_s;
-    a.log = tail(co.log, 8000);
+    a.log = tail(co.log, req.log_limit);
     fill_metrics(a, co.log);
     if (k.name == "matmul_ws_sm90") a.metrics["tmap_by_value"] = tc.kind == "clang-cuda" ? 0 : 1;
     return a;

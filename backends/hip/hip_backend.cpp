@@ -294,7 +294,7 @@ class HipBackend : public Backend {
     a.binary_path = out;
     a.entry = "kb_" + k.name;
     a.compile_s = compile_s;
-    a.log = tail(log, 8000);
+    a.log = tail(log, req.log_limit);
     auto elf = ElfFile::open(out);
     a.code_hash = hip_code_hash(elf);
     a.code_bytes = hip_code_bytes(elf);
