@@ -1,0 +1,56 @@
+// A thin driver for Slurm's command-line tools (sbatch, squeue, scancel), argv only through the project's
+// process runner. Batch scripts are files written into a run directory with every value single-quoted, so
+// nothing the user wrote (paths, filters, dates) is ever read as shell syntax; sbatch never gets --wrap.
+// Job state is polled with `squeue -h -j ID` (no accounting database needed; sacct is not used), and every
+// wait is bounded by a timeout. Set SLURM_CONF in the environment for clusters without DNS SRV records.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kb::slurm {
+
+// Options from a nightly config's `slurm:` section, turned into sbatch arguments.
+struct SubmitOptions {
+  std::string partition;               // --partition
+  std::string gres;                    // --gres (e.g. "gpu:1")
+  int gpus = 0;                        // --gpus (0: not given)
+  std::string time;                    // --time (e.g. "02:00:00")
+  int cpus_per_task = 0;               // --cpus-per-task (0: not given)
+  std::vector<std::string> extra;      // further sbatch arguments, passed as given (argv, no shell)
+};
+
+// The sbatch argv (without the script) for the options plus job name, output file pattern, array spec
+// ("0-3", empty: not an array) and dependency ("afterany:123", empty: none).
+std::vector<std::string> sbatch_argv(const SubmitOptions& o, const std::string& job_name, const std::string& output,
+                                     const std::string& array, const std::string& dependency);
+
+// Runs `sbatch --parsable ARGS SCRIPT` and returns the job id (the part before ';' of the parsable
+// output). Throws EnvError when sbatch is missing, Error with sbatch's stderr when it refuses the job.
+std::string submit(const std::vector<std::string>& sbatch_args, const std::string& script_path,
+                   double timeout_s = 60);
+
+// Jobs (and array tasks) still known to the controller: id -> state ("PENDING", "RUNNING", ...), from
+// `squeue -h -j ID -o %i|%T`. An empty map means the job has left the queue (finished, failed or
+// cancelled). Throws EnvError when squeue cannot run; an id the controller forgot counts as gone.
+std::map<std::string, std::string> queued(const std::string& job_id, double timeout_s = 30);
+
+// Polls queued() every poll_s until every job in `job_ids` has left the queue or timeout_s passed.
+// Returns true when all left; false on timeout (the jobs are left alone; the caller decides).
+bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s = 1.0);
+
+// `scancel ID` (best effort; returns false when scancel failed).
+bool cancel(const std::string& job_id);
+
+// POSIX shell single quoting: 'it'\''s'. For the batch scripts this module writes, never for a shell
+// command built from user text elsewhere.
+std::string sh_quote(const std::string& s);
+
+// A batch script: "#!/bin/sh", `set -u`, environment lines (name=value, values quoted), then `body`
+// (already quoted by the caller with sh_quote). Written atomically, mode 0755.
+void write_script(const std::string& path, const std::map<std::string, std::string>& env, const std::string& body);
+
+// True when sbatch and squeue are in PATH.
+bool available(std::string* reason = nullptr);
+
+}  // namespace kb::slurm
