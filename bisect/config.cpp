@@ -1,4 +1,5 @@
 #include "bisect/config.h"
+#include "bisect/descend.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -184,7 +185,7 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
   check_keys(cx, root, "bisect config",
              {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",
-              "shape_sets", "metric", "threshold", "budgets", "measure"});
+              "shape_sets", "metric", "threshold", "budgets", "measure", "descend"});
   BisectConfig c;
   c.file = origin;
   c.text_hash = sha256_hex(text);
@@ -284,6 +285,8 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     }
     if (m["seed"]) s.seed = uint64_t(num(cx, m["seed"], "measure.seed"));
   }
+  if (root["descend"])
+    c.descend = parse_descend(cx, root["descend"], base, [&](const YAML::Node& n) { return parse_provider(cx, n); });
   if (c.budgets.max_samples_per_step < c.measure.min_samples)
     throw InputError(fmt::format("{}: budgets.max_samples_per_step ({}) is below measure.min_samples ({})", origin,
                                  c.budgets.max_samples_per_step, c.measure.min_samples));

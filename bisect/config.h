@@ -46,6 +46,15 @@ struct ProviderSpec {
   std::string name;            // in_tree / prebuilt file: which toolchain when the file holds several
 };
 
+// `descend:` (bisect/descend.h): when the culprit moves a pin file, bisect the pinned dependency too.
+//   descend: {pin_file: cmake/llvm-hash.txt, repo: ../llvm-project, provider: {build: ...} | {prebuilt: ...} | {in_tree: ...}}
+struct DescendSpec {
+  std::string pin_file;   // path in the outer repository holding the dependency's commit (first token)
+  std::string repo;       // absolute
+  ProviderSpec provider;  // the dependency's toolchain at a commit (same grammar as `provider`)
+  std::string origin;     // "file:line:col" of the descend mapping
+};
+
 struct Budgets {
   int max_builds = 40;             // toolchain builds (cached ones are free)
   int max_samples_per_step = 1024; // rounds (samples of each executable) per measured step
@@ -79,6 +88,7 @@ struct BisectConfig {
   Budgets budgets;
   MeasureSettings measure;
   std::string text_hash;      // sha256 of the config text (journal compatibility check)
+  std::optional<DescendSpec> descend;  // set when the config has `descend:`
 };
 
 BisectConfig load_bisect_config(const std::string& path);

@@ -8,6 +8,7 @@
 
 #include "bisect/bisector.h"
 #include "bisect/config.h"
+#include "bisect/descend.h"
 #include "bisect/report.h"
 #include "cli/command.h"
 #include "harness/error.h"
@@ -35,6 +36,9 @@ int run(const Args& a) {
   std::cout << fmt::format("spent: {} builds, {} timing samples, {:.1f} s ({} steps, {} measured)\n", o.builds, o.samples,
                            o.wall_s, o.visited, o.measured_steps);
   std::cout << fmt::format("reports: {} {} {}\n", r.result_json, r.report_md, r.report_html);
+  // Descent into a pin bump (bisect/descend.h): no-op without `descend:` in the config.
+  const bisect::DescendResult d = bisect::descend(cfg, r, a.resume, log);
+  if (d.status != "not-configured") std::cout << (d.status == "descended" ? bisect::inner_line(d) : d.line) << "\n";
   std::cout << bisect::final_line(o, r.commits) << std::endl;
   return kExitOk;
 }
