@@ -1,5 +1,6 @@
 // kbisect sweep FILE: run a YAML sweep, write results (JSON always; CSV, gbench JSON, Markdown on
-// request) and print the table.
+// request) and print the table. --shard I/N runs shard I (1-based) of a deterministic, cost-balanced
+// N-way partition (harness/shard.h); `kbisect merge` joins the shards.
 #include <iostream>
 
 #include <fmt/format.h>
@@ -9,13 +10,14 @@
 #include "harness/fsutil.h"
 #include "harness/printers.h"
 #include "harness/runner.h"
+#include "harness/shard.h"
 #include "harness/sweep.h"
 
 namespace kb::cli {
 namespace {
 
 struct Opts {
-  std::string file, out, formats = "table,json", filter, tier;
+  std::string file, out, formats = "table,json", filter, tier, shard;
   std::vector<std::string> toolchains;
 };
 
@@ -26,9 +28,28 @@ int run(const Opts& o) {
   SweepOptions so{o.toolchains, o.filter, o.tier};
   Sweep sw = load_sweep(o.file, so);
   if (sw.cases.empty()) throw InputError(fmt::format("{}: no cases left after --filter/--tier", o.file));
-  std::string dir = o.out.empty() ? "kbisect-out/" + sw.name : o.out;
+  const std::string list_hash = case_list_hash(sw.cases);
+  std::optional<ShardInfo> shard;
+  if (!o.shard.empty()) {
+    ShardSpec spec = parse_shard(o.shard);
+    auto picked = shard_cases(sw.cases, spec);
+    shard = make_shard_info(sw, spec, picked);
+    std::vector<PlannedCase> mine;
+    for (size_t p : picked) mine.push_back(sw.cases[p]);
+    sw.cases = std::move(mine);
+  }
+  std::string dir = !o.out.empty() ? o.out
+                    : shard ? fmt::format("kbisect-out/{}-shard-{}of{}", sw.name, shard->spec.index + 1, shard->spec.count)
+                            : "kbisect-out/" + sw.name;
   make_dirs(dir);
+  // The shard's plan goes next to its results first, so a merge can tell an unfinished shard from a
+  // missing one.
+  if (shard) write_file_atomic(dir + "/shard.json", shard->to_json().dump(2) + "\n");
   RunResults res = run_sweep(sw, dir + "/results.json", progress_enabled());
+  if (!res.extra.is_object()) res.extra = nlohmann::json::object();
+  res.extra["case_list_hash"] = list_hash;
+  if (shard) res.extra["shard"] = shard->to_json();
+  save_results(res, dir + "/results.json");
   std::string table = write_outputs(res, dir, formats);
   if (!table.empty()) std::cout << table;
   std::cout << fmt::format("results: {}/results.json\n", dir);
@@ -46,6 +67,9 @@ Registrar reg("sweep", "Run a YAML sweep: compile with the toolchain(s) under te
                     ->default_val("table,json");
                 app->add_option("--filter", o->filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
                 app->add_option("--tier", o->tier, "only benchmarks of this tier (l1, l2, l3)");
+                app->add_option("--shard", o->shard,
+                                "run shard I of N (1-based, e.g. 2/4) of a deterministic cost-balanced partition; "
+                                "join the shards with 'kbisect merge'");
                 app->add_option("--toolchain", o->toolchains,
                                 "toolchain name or YAML file; overrides the sweep's toolchains (repeatable)");
                 app->footer(

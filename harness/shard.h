@@ -50,6 +50,10 @@ struct ShardInfo {
   size_t total_cases = 0;       // in the full list
   std::vector<std::string> case_ids;  // this shard's cases (CaseResult::id()), in run order
   std::vector<size_t> case_index;     // their positions in the full list (to restore sweep order)
+  // The whole partition, so a merge can name the cases of a missing shard: every case id of the full
+  // list in sweep order and the (0-based) shard it belongs to (JSON: 1-based).
+  std::vector<std::string> all_case_ids;
+  std::vector<int> assignment;
   nlohmann::json to_json() const;
   static ShardInfo from_json(const nlohmann::json& j, const std::string& origin);  // InputError
 };
