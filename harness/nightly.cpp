@@ -697,10 +697,10 @@ void render(Context& cx, FinishResult& fr) {
   for (const auto& n : cx.notes) md += "> " + md_escape(n) + "\n\n";
   md += "## Alerts\n\n";
   if (fresh.empty()) md += "None.\n\n";
-  for (const auto* a : fresh) md += "- `" + md_escape(a->case_id) + "`: " + md_escape(fmt::format("{}", fmt::join(a->reasons, "; "))) + "\n";
+  for (const auto* a : fresh) md += "- " + md_escape(a->case_id) + ": " + md_escape(fmt::format("{}", fmt::join(a->reasons, "; "))) + "\n";
   if (!known.empty()) {
     md += "\nStill regressed (alerted before, same change point):\n\n";
-    for (const auto* a : known) md += "- `" + md_escape(a->case_id) + "`: " + md_escape(fmt::format("{}", fmt::join(a->reasons, "; "))) + "\n";
+    for (const auto* a : known) md += "- " + md_escape(a->case_id) + ": " + md_escape(fmt::format("{}", fmt::join(a->reasons, "; "))) + "\n";
   }
   md += "\n";
   if (!cx.bisections.empty()) {
@@ -721,24 +721,24 @@ void render(Context& cx, FinishResult& fr) {
     md += "| case | last | tonight | effect | 95% CI | verdict |\n|---|---:|---:|---:|---|---|\n";
     for (const auto& cc : cx.cmp->cases) {
       if (cc.compared)
-        md += fmt::format("| `{}` | {} | {} | {:+.2f}% | [{:+.2f}%, {:+.2f}%] | {} |\n", md_escape(cc.key), fmt_ms(cc.base_median_s),
+        md += fmt::format("| {} | {} | {} | {:+.2f}% | [{:+.2f}%, {:+.2f}%] | {} |\n", md_escape(cc.key), fmt_ms(cc.base_median_s),
                           fmt_ms(cc.new_median_s), 100 * cc.decision.effect_pct(), 100 * cc.decision.ci_lo_pct(),
                           100 * cc.decision.ci_hi_pct(), verdict_cell(cc));
       else
-        md += fmt::format("| `{}` | | | | | {} |\n", md_escape(cc.key), md_escape(verdict_cell(cc)));
+        md += fmt::format("| {} | | | | | {} |\n", md_escape(cc.key), md_escape(verdict_cell(cc)));
     }
     md += "\n";
   } else if (cx.merged) {
     md += "## Tonight\n\n| case | median | samples | status |\n|---|---:|---:|---|\n";
     for (const auto& c : cx.merged->cases)
-      md += fmt::format("| `{}` | {} | {} | {} |\n", md_escape(c.id()), c.status == CaseStatus::ok ? fmt_ms(c.summary.median_s) : "",
+      md += fmt::format("| {} | {} | {} | {} |\n", md_escape(c.id()), c.status == CaseStatus::ok ? fmt_ms(c.summary.median_s) : "",
                         c.summary.samples, md_escape(to_string(c.status) + (c.reason.empty() ? "" : ": " + c.reason)));
     md += "\n";
   }
   if (!cx.alerts.empty()) {
     md += "## Trends\n\nSee report.html for the plots. Change points (last " + std::to_string(cx.window.size()) + " nightlies):\n\n";
     for (const auto& a : cx.alerts) {
-      md += "- `" + md_escape(a.case_id) + "`:";
+      md += "- " + md_escape(a.case_id) + ":";
       const auto it = cx.cps.find(a.case_id);
       if (it == cx.cps.end() || it->second.empty()) md += " none";
       else
