@@ -7,13 +7,15 @@
 //  (b) A/B: the candidate runs K = 603 = 600 x 1.005 (0.5% more work, same code, same "shape" for the
 //      throughput accounting) -> detection rate (worse).
 //  (c) seconds per decision (measurement wall time incl. warmup).
-// Method: both executables in one process, interleaved in randomized blocks, sequential paired decision
-// (harness/ab: measure_and_decide) with the defaults of `kbisect ab` (threshold 0.5%, alpha 0.05).
+// Method: `kbisect ab`'s (harness/ab: measure_and_decide_blocks, defaults threshold 0.5%, alpha 0.05,
+// blocks of 16 interleaved pairs, both sides loaded afresh per block, sequential signed-rank decision on
+// the block medians). `sensitivity R --one-load` measures the earlier design instead (one load per side
+// per trial, looks on single pairs: measure_and_decide) for comparison.
 // Naive baseline, same kernels: each side is a separate process run of Google Benchmark with 9
 // repetitions (MinTime 0.1 s each), decided by a two-sided Mann-Whitney U at alpha 0.05 on the 9 vs 9
 // repetition times (what compare.py does).
 //
-// Usage: sensitivity [R] (default 40). Progress goes to stderr; the last two stdout lines are
+// Usage: sensitivity [R] [--one-load] (default R = 40). Progress goes to stderr; the last two stdout lines are
 //   naive:       aa_false_positive=<x> ab_power=<y> median_decision_s=<z>
 //   sensitivity: aa_false_positive=<x> ab_power=<y> median_decision_s=<z>
 // Internal: sensitivity --child SO M N K  runs one Google Benchmark process and prints its JSON.
@@ -62,13 +64,9 @@ std::vector<float> random_inputs(size_t n, uint64_t seed) {
   return v;
 }
 
-std::unique_ptr<Executable> load_prepared(Backend& be, const Artifact& art, const Shape& s) {
+std::unique_ptr<Executable> load_prepared(Backend& be, const Artifact& art, const GemmProblem& p) {
   auto exe = be.load(art);
-  auto p = make_problem(s, DType::f32);
-  exe->prepare(s, p->A, p->B);
-  exe->run(1);
-  auto chk = check_result(*p, exe->result());
-  if (!chk.ok) throw Error("sensitivity: kernel result incorrect: " + chk.detail);
+  exe->prepare(p.shape, p.A, p.B);
   return exe;
 }
 
@@ -124,7 +122,12 @@ struct Tally {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--child") return child(argc, argv);
   try {
-    const int R = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
+    int R = 40;
+    bool one_load = false;
+    for (int i = 1; i < argc; ++i) {
+      if (std::string(argv[i]) == "--one-load") one_load = true;
+      else R = std::max(1, std::atoi(argv[i]));
+    }
     const double budget_s = 30;
     std::string tc_name = "clang-19";
     Toolchain tc;
@@ -152,19 +155,47 @@ int main(int argc, char** argv) {
     std::cerr << fmt::format("sensitivity: {} {} matmul_tiled[{}] {} vs {}, R={} per experiment, budget {} s\n",
                              tc.name, tc.version_text, req.params.str(), kBase.str(), kSlow.str(), R, budget_s);
 
-    stats::DecisionConfig dcfg;  // kbisect ab defaults: threshold 0.5%, alpha 0.05, looks 16..2048 pairs
+    // Inputs (and the Eigen reference, once) per shape; both copies are checked once here.
+    auto base_problem = make_problem(kBase, DType::f32);
+    auto slow_problem = make_problem(kSlow, DType::f32);
+    for (const auto* so : {&so_a, &so_b})
+      for (const auto* p : {&base_problem, &slow_problem}) {
+        auto exe = load_prepared(be, artifact_at(art, *so), **p);
+        exe->run(1);
+        auto chk = check_result(**p, exe->result());
+        if (!chk.ok) throw Error("sensitivity: kernel result incorrect: " + chk.detail);
+      }
+
+    AbOptions defaults;           // kbisect ab defaults
+    stats::DecisionConfig dcfg;   // threshold 0.5%, alpha 0.05
+    stats::DecisionConfig bcfg = dcfg;
+    bcfg.min_n = defaults.min_blocks;
+    bcfg.max_n = defaults.max_blocks;
     MeasureConfig mcfg;
     mcfg.warmup_s = 0.1;
+    std::cerr << fmt::format("method: {}\n", one_load ? "one load per side, looks on pairs"
+                                                      : fmt::format("blocks of {} pairs, fresh loads per block",
+                                                                    defaults.pairs_per_block));
 
     Tally aa, ab;
     for (int t = 0; t < R; ++t) {
       for (int exp = 0; exp < 2; ++exp) {
-        // Fresh objects each trial (new buffers; A/A alternates which copy is "A").
+        // A/A alternates which copy is "A".
         const bool swap = t % 2 == 1;
-        auto ea = load_prepared(be, artifact_at(art, swap ? so_b : so_a), kBase);
-        auto eb = load_prepared(be, artifact_at(art, swap ? so_a : so_b), exp == 0 ? kBase : kSlow);
+        const Artifact art_a = artifact_at(art, swap ? so_b : so_a), art_b = artifact_at(art, swap ? so_a : so_b);
+        const GemmProblem& pb = exp == 0 ? *base_problem : *slow_problem;
         mcfg.seed = uint64_t(1000 + 2 * t + exp);
-        auto po = measure_and_decide(*ea, *eb, mcfg, dcfg, budget_s);
+        PairOutcome po;
+        if (one_load) {
+          auto ea = load_prepared(be, art_a, *base_problem);
+          auto eb = load_prepared(be, art_b, pb);
+          po = measure_and_decide(*ea, *eb, mcfg, dcfg, budget_s);
+        } else {
+          const PairFactory make = [&](int side) {
+            return side == 0 ? load_prepared(be, art_a, *base_problem) : load_prepared(be, art_b, pb);
+          };
+          po = measure_and_decide_blocks(make, mcfg, bcfg, budget_s, defaults.pairs_per_block);
+        }
         Tally& tl = exp == 0 ? aa : ab;
         tl.add(po.decision.verdict, po.wall_s, po.decision.effect);
         std::cerr << fmt::format("  {} {:2}/{}: {:6} {:+.3f}% [{:+.3f}%, {:+.3f}%] {} pairs {:.1f} s\n",

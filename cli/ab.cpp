@@ -1,6 +1,7 @@
-// kbisect ab SWEEP --toolchain A --toolchain B: both builds of every case loaded in one process,
-// measured interleaved in randomized blocks until each case is decided (worse / better / same) or its
-// budget runs out (unsure). Exit code 1 when B is slower than A beyond the threshold in any case.
+// kbisect ab SWEEP --toolchain A --toolchain B: both builds of every case in one process, measured
+// interleaved in blocks (both loaded afresh per block, harness/ab.h says why) until each case is decided
+// (worse / better / same) or its budget runs out (unsure). Exit code 1 when B is slower than A beyond the
+// threshold in any case.
 #include <iostream>
 #include <memory>
 
@@ -22,6 +23,8 @@ struct Args {
   double alpha = 0.05;
   double budget_s = 60;
   int max_pairs = 2048;
+  int block_pairs = 16;
+  int max_blocks = 160;
   std::string out;
   std::string filter;
   std::string format = "table";
@@ -39,6 +42,8 @@ int run(const Args& a) {
   o.alpha = a.alpha;
   o.budget_s = a.budget_s;
   o.max_pairs = a.max_pairs;
+  o.pairs_per_block = a.block_pairs;
+  o.max_blocks = a.max_blocks;
   o.out_dir = a.out;
   o.filter = a.filter;
   o.seed = a.seed;
@@ -70,7 +75,13 @@ Registrar reg("ab",
                     ->capture_default_str()
                     ->check(CLI::Range(1e-6, 0.499));
                 app->add_option("--budget-s", a->budget_s, "time budget per case in seconds")->capture_default_str();
-                app->add_option("--max-pairs", a->max_pairs, "last planned look (pairs)")->capture_default_str();
+                app->add_option("--block-pairs", a->block_pairs,
+                                "pairs per block; both sides are loaded afresh for every block (0: one load per "
+                                "side, looks on single pairs)")
+                    ->capture_default_str();
+                app->add_option("--max-blocks", a->max_blocks, "last planned look (blocks)")->capture_default_str();
+                app->add_option("--max-pairs", a->max_pairs, "last planned look (pairs) with --block-pairs 0")
+                    ->capture_default_str();
                 app->add_option("-o,--out", a->out, "directory for ab.json (raw paired samples) and ab.md");
                 app->add_option("--filter", a->filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
                 app->add_option("--format", a->format, "stdout format: table, md, json")->capture_default_str();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -83,6 +84,82 @@ PairOutcome measure_and_decide(Executable& a, Executable& b, const MeasureConfig
   return out;
 }
 
+PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConfig& measure,
+                                      const stats::DecisionConfig& decision, double budget_s, int pairs_per_block) {
+  if (!(budget_s > 0)) throw InputError(fmt::format("budget {} s must be positive", budget_s));
+  if (pairs_per_block < 2) throw InputError(fmt::format("pairs per block {} must be at least 2", pairs_per_block));
+  stats::SequentialPaired seq(decision);
+  std::mt19937_64 rng(measure.seed);
+  PairOutcome out;
+  out.m.resize(2);
+  stats::Decision last;
+  bool decided = false, looked_at_end = false;
+  const double t0 = now_s();
+  for (int block = 0; block < decision.max_n; ++block) {
+    const double left = budget_s - (now_s() - t0);
+    if (left <= 0) break;
+    // Fresh loads, created in a random order (what is allocated first can land differently); the
+    // previous block's executables are gone before these are created.
+    std::unique_ptr<Executable> ea, eb;
+    if (rng() & 1) {
+      ea = make(0);
+      eb = make(1);
+    } else {
+      eb = make(1);
+      ea = make(0);
+    }
+    MeasureConfig cfg = measure;
+    cfg.seed = rng();
+    cfg.min_samples = cfg.max_samples = pairs_per_block;
+    cfg.min_time_s = 0;
+    cfg.max_time_s = left;
+    cfg.noise = -1;
+    cfg.min_sample_s = 0;  // one execution per sample on both sides (see measure_and_decide)
+    if (block > 0) cfg.warmup_s = std::min(cfg.warmup_s, 0.01);  // the process is warm; touch the new loads
+    auto ms = measure_interleaved({ea.get(), eb.get()}, cfg);
+    const size_t n = std::min(ms[0].samples_s.size(), ms[1].samples_s.size());
+    if (n < size_t(pairs_per_block)) break;  // budget ran out inside the block: a partial block is dropped
+    for (int i = 0; i < 2; ++i) {
+      auto& dst = out.m[size_t(i)];
+      dst.samples_s.insert(dst.samples_s.end(), ms[size_t(i)].samples_s.begin(), ms[size_t(i)].samples_s.end());
+      dst.clocks_mhz.insert(dst.clocks_mhz.end(), ms[size_t(i)].clocks_mhz.begin(), ms[size_t(i)].clocks_mhz.end());
+      if (block == 0) dst.conditions = ms[size_t(i)].conditions;
+      dst.conditions.discarded_throttled += block == 0 ? 0 : ms[size_t(i)].conditions.discarded_throttled;
+    }
+    out.block_effects.push_back(stats::median(stats::log_ratios(ms[0].samples_s, ms[1].samples_s)));
+    const int64_t nb = int64_t(out.block_effects.size());
+    if (seq.is_look(nb)) {
+      last = seq.look_log_ratios(out.block_effects, nb >= decision.max_n);
+      looked_at_end = true;
+      if (last.verdict != stats::Verdict::unsure) {
+        decided = true;
+        break;
+      }
+    } else {
+      looked_at_end = false;
+    }
+  }
+  out.wall_s = now_s() - t0;
+  if (!decided && !looked_at_end && !out.block_effects.empty()) {
+    // Budget ran out between planned looks: one final look at what there is (it takes the place of the
+    // next planned look, so the number of looks stays within the Bonferroni plan).
+    last = seq.look_log_ratios(out.block_effects, true);
+  } else if (!decided) {
+    last.final_look = true;
+  }
+  last.method = fmt::format("blocks of {} pairs, fresh loads per block: signed-rank HL on block medians",
+                            pairs_per_block);
+  last.n_base = last.n_new = int64_t(out.block_effects.size()) * pairs_per_block;  // pairs behind the decision
+  out.decision = last;
+  out.looks = seq.looks_taken();
+  const std::string reason = decided ? "decided" : "budget";
+  for (auto& m : out.m) {
+    m.conditions.stop_reason = reason;
+    m.conditions.interleaved = true;
+  }
+  return out;
+}
+
 AbRun run_ab(const AbOptions& o) {
   if (o.toolchain_a.empty() || o.toolchain_b.empty())
     throw InputError("ab needs two toolchains: --toolchain A --toolchain B");
@@ -107,6 +184,13 @@ AbRun run_ab(const AbOptions& o) {
   dcfg.alpha = o.alpha;
   dcfg.min_n = o.min_pairs;
   dcfg.max_n = o.max_pairs;
+  stats::DecisionConfig bcfg = dcfg;  // block design: looks count blocks
+  bcfg.min_n = o.min_blocks;
+  bcfg.max_n = o.max_blocks;
+  if (o.pairs_per_block == 1 || o.pairs_per_block < 0)
+    throw InputError(fmt::format("--block-pairs {} must be 0 (one load) or at least 2", o.pairs_per_block));
+  if (o.pairs_per_block > 0 && (o.min_blocks < 2 || o.max_blocks < o.min_blocks))
+    throw InputError(fmt::format("blocks: need 2 <= min ({}) <= max ({})", o.min_blocks, o.max_blocks));
 
   AbRun run;
   RunResults& res = run.results;
@@ -128,10 +212,17 @@ AbRun run_ab(const AbOptions& o) {
   Comparison& cmp = run.comparison;
   cmp.base_origin = "A = " + o.toolchain_a;
   cmp.new_origin = "B = " + o.toolchain_b;
-  cmp.method = fmt::format(
-      "paired, interleaved: Hodges-Lehmann of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} pairs, "
-      "alpha {}/{} per look; budget {} s per case",
-      o.min_pairs, o.max_pairs, o.alpha, dcfg.looks(), o.budget_s);
+  cmp.method =
+      o.pairs_per_block > 0
+          ? fmt::format(
+                "interleaved in blocks of {} pairs, both sides loaded afresh per block; Hodges-Lehmann of the block "
+                "medians of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} blocks, alpha {}/{} per look; "
+                "budget {} s per case",
+                o.pairs_per_block, o.min_blocks, o.max_blocks, o.alpha, bcfg.looks(), o.budget_s)
+          : fmt::format(
+                "paired, interleaved, one load per side: Hodges-Lehmann of log(B/A) with signed-rank CI, Wilcoxon p; "
+                "looks at {}..{} pairs, alpha {}/{} per look; budget {} s per case",
+                o.min_pairs, o.max_pairs, o.alpha, dcfg.looks(), o.budget_s);
   cmp.options.threshold = o.threshold;
   cmp.options.alpha = o.alpha;
   cmp.options.fail_on_slower = true;
@@ -196,7 +287,15 @@ AbRun run_ab(const AbOptions& o) {
     mc.seed = o.seed + uint64_t(index);
     PairOutcome po;
     try {
-      po = measure_and_decide(*ca.exe, *cb.exe, mc, dcfg, o.budget_s);
+      if (o.pairs_per_block > 0) {
+        // Block design: the loads made for the correctness check are not measured; every block loads again.
+        ca.exe.reset();
+        cb.exe.reset();
+        const PairFactory make = [&](int side) { return side == 0 ? ca.reload() : cb.reload(); };
+        po = measure_and_decide_blocks(make, mc, bcfg, o.budget_s, o.pairs_per_block);
+      } else {
+        po = measure_and_decide(*ca.exe, *cb.exe, mc, dcfg, o.budget_s);
+      }
     } catch (const Error& e) {
       ca.result.status = cb.result.status = CaseStatus::failed;
       ca.result.reason = cb.result.reason = std::string("measurement failed: ") + e.what();
@@ -223,6 +322,8 @@ AbRun run_ab(const AbOptions& o) {
                           {"b", cb.result.id()},
                           {"wall_s", po.wall_s},
                           {"looks", po.looks},
+                          {"pairs_per_block", o.pairs_per_block},
+                          {"block_effects", po.block_effects},
                           {"decision", decision_to_json(po.decision)},
                           {"pairs_s", pj}});
     if (o.progress)

@@ -84,6 +84,11 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
     }
     r.status = CaseStatus::ok;
     out.exe = std::move(exe);
+    out.reload = [&be, art, problem, shape = pc.c.shape] {
+      auto fresh = be.load(art);
+      fresh->prepare(shape, problem->A, problem->B);
+      return fresh;
+    };
   } catch (const Error& e) {
     r.status = CaseStatus::failed;
     r.reason = e.what();

@@ -1,6 +1,7 @@
 // Runs planned cases: compile (cached) -> load -> prepare inputs -> correctness vs the Eigen reference
 // -> ready to measure. Failures stay contained in the case's result (DESIGN: nothing measured is lost).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@ namespace kb {
 struct PreparedCase {
   CaseResult result;                 // static metrics, correctness, status so far
   std::unique_ptr<Executable> exe;   // null unless ready to measure (status ok so far)
+  // When ready: a fresh executable of the same artifact with the same inputs (loaded again, new
+  // buffers), for measurements that re-create executables between blocks. Valid while the caches
+  // passed to prepare_case live.
+  std::function<std::unique_ptr<Executable>()> reload;
   bool ready() const { return exe != nullptr; }
 };
 

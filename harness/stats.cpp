@@ -486,7 +486,10 @@ double Decision::ci_hi_pct() const { return std::expm1(ci.hi); }
 
 Decision decide_paired(const std::vector<double>& base, const std::vector<double>& next, const DecisionConfig& cfg,
                        int look, bool last) {
-  auto d = log_ratios(base, next);
+  return decide_log_ratios(log_ratios(base, next), cfg, look, last);
+}
+
+Decision decide_log_ratios(const std::vector<double>& d, const DecisionConfig& cfg, int look, bool last) {
   Decision r;
   r.method = "paired-signed-rank-HL";
   r.n_base = r.n_new = int64_t(d.size());
@@ -540,6 +543,11 @@ bool SequentialPaired::is_look(int64_t n) const {
 Decision SequentialPaired::look(const std::vector<double>& base, const std::vector<double>& next, bool last) {
   ++looks_taken_;
   return decide_paired(base, next, cfg_, looks_taken_, last);
+}
+
+Decision SequentialPaired::look_log_ratios(const std::vector<double>& d, bool last) {
+  ++looks_taken_;
+  return decide_log_ratios(d, cfg_, looks_taken_, last);
 }
 
 Decision decide_sequential(const std::vector<double>& base, const std::vector<double>& next, const DecisionConfig& cfg) {

@@ -159,6 +159,8 @@ struct Decision {
 // an undecided final look stays "unsure" (reported honestly).
 Decision decide_paired(const std::vector<double>& base, const std::vector<double>& next, const DecisionConfig& cfg,
                        int look = 1, bool last = true);
+// The same rule on log-ratios that are already computed (e.g. one summary per block of pairs).
+Decision decide_log_ratios(const std::vector<double>& d, const DecisionConfig& cfg, int look = 1, bool last = true);
 
 // Unpaired samples (separate runs): two-sample HL shift of log times with Moses' CI, one look at the
 // full alpha (cfg.alpha, not split) — used by `compare` on two result files.
@@ -174,6 +176,8 @@ class SequentialPaired {
   bool is_look(int64_t n) const;
   // Evaluates at n pairs (call when is_look(n) or at the end of the budget with last = true).
   Decision look(const std::vector<double>& base, const std::vector<double>& next, bool last);
+  // The same on log-ratios already computed (n = d.size()).
+  Decision look_log_ratios(const std::vector<double>& d, bool last);
   const DecisionConfig& config() const { return cfg_; }
   int looks_taken() const { return looks_taken_; }
 
