@@ -113,6 +113,28 @@ ToolchainAtCommit Provider::get(const std::string& sha) {
       }
       make_dirs(d);
       write_file_atomic(d + "/in-tree.yaml", text);
+      if (text.find("{dir}") != std::string::npos) {
+        // The spec names files beside it ({dir}: a wrapper script, a flags file): export the spec's
+        // directory as it is at this commit (git archive, no checkout) and point {dir} there.
+        const std::string sub = fs::path(p.path).parent_path().string();
+        const std::string tree = d + "/tree", tar = d + "/tree.tar";
+        std::vector<std::string> args = {"archive", "--format=tar", "-o", tar, sha};
+        if (!sub.empty()) args.push_back(sub);
+        RunResult ar = repo_.run(args);
+        if (ar.ok()) {
+          make_dirs(tree);
+          ar = run_process({"tar", "-xf", tar, "-C", tree}, {});
+        }
+        std::error_code ec;
+        fs::remove(tar, ec);
+        if (!ar.ok()) {
+          r.reason = fmt::format("exporting '{}' at {} for {{dir}}: {}", sub.empty() ? "." : sub, sha.substr(0, 12),
+                                 tail(ar.err, 300));
+          write_file_atomic(d + "/failed.json", json{{"reason", r.reason}}.dump(2) + "\n");
+          return r;
+        }
+        vars["dir"] = fs::absolute(sub.empty() ? tree : tree + "/" + sub).string();
+      }
       return finish(sha, text, fmt::format("{}:{}", sha.substr(0, 12), p.path), vars, r);
     }
     case ProviderSpec::Kind::prebuilt: {
