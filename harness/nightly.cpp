@@ -1055,7 +1055,9 @@ FinishResult finish(const std::string& run_dir_in, const Log& log) {
   }
 
   // 4. Change points over the window, per case of tonight.
-  std::set<std::pair<std::string, int64_t>> alerted_before;  // (case, change-point run) of the previous nightly's alerts
+  // (case, change-point run) of the previous nightly's change-point alerts: the same change seen again (its
+  // estimated position may move by a night or two as nights are added) is not a new alert.
+  std::set<std::pair<std::string, int64_t>> alerted_before;
   if (cx.prev) {
     const std::string prev_json = cx.cfg.root + "/" + cx.prev->date + "/nightly.json";
     if (file_exists(prev_json)) {
@@ -1091,13 +1093,18 @@ FinishResult finish(const std::string& run_dir_in, const Log& log) {
                                     pct(last.rel_change), format_seconds(last.before), format_seconds(last.after), last.p_value,
                                     cx.window.size()));
     if (!a.cmp) {
-      a.known = alerted_before.count({cid, last.run_id}) > 0;
-      for (size_t i = 1; i < mine.size(); ++i)
-        if (mine[i].id == last.run_id) {
-          a.good = mine[i - 1];
-          a.bad = mine[i];
-          a.has_range = true;
-        }
+      std::map<int64_t, long> pos;
+      for (size_t i = 0; i < mine.size(); ++i) pos[mine[i].id] = long(i);
+      const long here = pos.count(last.run_id) ? pos[last.run_id] : -1;
+      for (const auto& [c, rid] : alerted_before)
+        if (c == cid && pos.count(rid) && here >= 0 && std::abs(pos[rid] - here) <= cx.cfg.cp.min_segment) a.known = true;
+      // The range to bisect: from one nightly before the change point's "before" neighbour (its position is
+      // an estimate) to tonight (the slow segment reaches tonight by construction).
+      if (here >= 1) {
+        a.good = mine[size_t(std::max(0L, here - 2))];
+        a.bad = mine.back();
+        a.has_range = true;
+      }
     }
   }
   for (auto& [cid, a] : alerts) cx.alerts.push_back(std::move(a));

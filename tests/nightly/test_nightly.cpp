@@ -4,7 +4,10 @@
 // auto-bisect to the commit (temp git repo of in-tree toolchain YAMLs, real CPU compiles and timings with
 // an effect far above the machine's noise).
 #include <filesystem>
+#include <random>
 #include <set>
+
+#include <fmt/ranges.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -239,4 +242,68 @@ TEST(Nightly, ToolchainChangeAlertsAndAutoBisectNamesTheCommit) {
   const std::string md = kb::read_file(run + "/report.md");
   EXPECT_NE(md.find("| worse |"), std::string::npos) << md;
   EXPECT_NE(md.find("switch to -O0"), std::string::npos);
+}
+
+// ---- a step the pairwise compare calls "same" is found by change points over the history ----------
+
+TEST(Nightly, ChangePointAlertsOnceWherePairwiseCompareStaysQuiet) {
+  TempDir t;
+  // A genuine one-shard result (real shard metadata) as the template of every simulated night.
+  auto r = kbisect({"sweep", kTiny, "--shard", "1/1", "--filter", "/64x64x64/", "-o", t.path + "/template", "--format", "json"});
+  ASSERT_TRUE(r.ok()) << why(r);
+  const kb::RunResults tmpl = kb::load_results(t.path + "/template/results.json");
+  ASSERT_EQ(tmpl.cases.size(), 1u);
+  // Compare needs a 50% change to say "worse"; the step below is 3%.
+  const std::string cfgp = write(
+      t.path + "/nightly.yaml",
+      fmt::format("name: cp\nsweep: {}\nshards: 1\noutput: {}/out\ncompare: {{threshold: 50%}}\n"
+                  "changepoints: {{last: 30, alpha: 0.05, min_segment: 3, min_change: 1%}}\n",
+                  kTiny, t.path));
+  const kb::nightly::NightlyConfig cfg = kb::nightly::load_nightly_config(cfgp);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0.0, 0.01);  // 1% CV per sample, as measured on this CPU
+  int first_alert = -1;
+  std::vector<int> codes;
+  for (int night = 0; night < 14; ++night) {
+    const std::string date = fmt::format("2026-11-{:02d}", night + 1);
+    const auto plan = kb::nightly::make_plan(cfg, date, "local", kBinary);
+    kb::RunResults res = tmpl;
+    for (auto& c : res.cases) {
+      const double level = 1e-3 * (night >= 7 ? 1.03 : 1.0);
+      c.samples_s.clear();
+      for (int i = 0; i < 40; ++i) c.samples_s.push_back(level * std::exp(noise(rng)));
+      c.summary = kb::summarize(c.samples_s, c.shape.flops());
+    }
+    kb::make_dirs(plan.shard_dir(1));
+    kb::save_results(res, plan.shard_dir(1) + "/results.json");
+    const auto fr = kb::nightly::finish(plan.run_dir);
+    codes.push_back(fr.exit_code);
+    const json nj = json::parse(kb::read_file(fr.nightly_json));
+    // The pairwise compare never alerts on a 3% step with a 50% threshold.
+    for (const auto& a : nj["alerts"]) EXPECT_FALSE(a.contains("compare")) << date << a.dump();
+    if (night < 7) {
+      EXPECT_EQ(fr.exit_code, 0) << date << ": flat history raised an alert: " << nj["alerts"].dump();
+      continue;
+    }
+    if (fr.exit_code == 1 && first_alert < 0) {
+      first_alert = night;
+      ASSERT_EQ(nj["alerts"].size(), 1u);
+      const auto& a = nj["alerts"][0];
+      // The step is at 11-08; with few nights after it the estimate may sit a night early.
+      const std::string cp_date = a["changepoint"]["date"];
+      EXPECT_TRUE(cp_date == "2026-11-07" || cp_date == "2026-11-08" || cp_date == "2026-11-09") << a.dump();
+      EXPECT_NEAR(a["changepoint"]["rel_change"].get<double>(), 0.03, 0.01);
+      EXPECT_FALSE(a["known"].get<bool>());
+      const std::string html = kb::read_file(fr.report_html);
+      EXPECT_NE(html.find("<svg"), std::string::npos);
+      EXPECT_NE(html.find("change +"), std::string::npos);
+    } else if (first_alert >= 0) {
+      // The same change point is not alerted again (it is listed as still regressed).
+      EXPECT_EQ(fr.exit_code, 0) << date << nj["alerts"].dump();
+      ASSERT_FALSE(nj["alerts"].empty());
+      EXPECT_TRUE(nj["alerts"][0]["known"].get<bool>());
+    }
+  }
+  EXPECT_GE(first_alert, 8);
+  EXPECT_LE(first_alert, 12) << "exit codes per night: " << fmt::format("{}", fmt::join(codes, ","));
 }
