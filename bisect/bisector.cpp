@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <deque>
+#include <future>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "bisect/priors.h"
 #include "bisect/provider.h"
 #include "bisect/report.h"
 #include "harness/error.h"
@@ -65,12 +68,31 @@ class Loop {
   const Probe& probe(int i);
   Rounds measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_rounds,
                  Step& step);
+  Rounds measure_rounds(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_rounds,
+                        Step& step);
+  Rounds measure_with(const std::string& key, const std::vector<int>& idx, StepRule& rule, Step& step) {
+    return measure_rounds(key, idx, [&](const Rounds& r) { return rule(r); }, plan_.budgets.max_samples_per_step, step);
+  }
+  // A range (a, b] whose end levels differ: level ids la (at a) and lb (at b); improvement: the metric
+  // gets better from a to b.
+  struct Seg {
+    int a, b, la, lb;
+    bool improvement;
+  };
+  struct LevelEst {
+    double est, lo, hi;  // plot units: timed log-ratio vs good; static value
+  };
+  void search(Seg g, std::deque<Seg>& work);
+  void probe_all(const std::vector<int>& picks);
+  std::optional<Level> static_level(const Seg& g, const Probe& p);
+  std::vector<int> range_candidates(const Seg& g) const;
+  void verify_culprit(const Seg& g);
+  void finish_outcome();
   void decision_event(const std::string& key, const Step& s);
   bool over_wall_budget() const {
     return plan_.budgets.max_wall_s > 0 && elapsed() > plan_.budgets.max_wall_s;
   }
   double elapsed() const { return now_s() - t0_ + (j_ ? j_->replayed_wall_s() : 0); }
-  void finish_verify();
 
   const Plan& plan_;
   Lab& lab_;
@@ -80,6 +102,10 @@ class Loop {
   double t0_ = now_s();
   std::vector<bool> regressed_;  // static metrics: cases where bad moved beyond the threshold
   double gap_ = 0;               // timed: measured good -> bad log-ratio
+  std::vector<bool> skipped_;
+  std::vector<LevelEst> levels_;  // level id -> estimate
+  std::map<std::string, int> level_of_hash_;  // code hash key -> level id
+  bool budget_out_ = false;
 };
 
 const Probe& Loop::probe(int i) {
@@ -103,6 +129,13 @@ const Probe& Loop::probe(int i) {
 
 Rounds Loop::measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_rounds,
                      Step& step) {
+  Rounds rounds = measure_rounds(key, idx, [&](const Rounds& r) { return rule(r); }, max_rounds, step);
+  step.decision = rule.finish(rounds);
+  return rounds;
+}
+
+Rounds Loop::measure_rounds(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_rounds,
+                            Step& step) {
   Rounds rounds;
   if (const json* ev = j_ ? j_->measurement(key) : nullptr) {
     rounds = ev->at("rounds").get<Rounds>();
@@ -111,7 +144,7 @@ Rounds Loop::measure(const std::string& key, const std::vector<int>& idx, Sequen
     for (size_t k = 1; k <= n; ++k) {
       Rounds prefix(rounds.size());
       for (size_t c = 0; c < rounds.size(); ++c) prefix[c].assign(rounds[c].begin(), rounds[c].begin() + long(k));
-      if (rule(prefix)) break;
+      if (stop(prefix)) break;
     }
     step.wall_s = ev->value("wall_s", 0.0);
     say(fmt::format("  (replayed from the journal: {} rounds)", n));
@@ -121,14 +154,13 @@ Rounds Loop::measure(const std::string& key, const std::vector<int>& idx, Sequen
     double budget_s = plan_.max_step_s;
     if (plan_.budgets.max_wall_s > 0) budget_s = std::max(1.0, std::min(budget_s, plan_.budgets.max_wall_s - elapsed()));
     const double t = now_s();
-    rounds = lab_.measure(shas, max_rounds, budget_s, seed_for(plan_.seed, key), [&](const Rounds& r) { return rule(r); });
+    rounds = lab_.measure(shas, max_rounds, budget_s, seed_for(plan_.seed, key), stop);
     step.wall_s = now_s() - t;
     const int64_t n = rounds.empty() ? 0 : int64_t(rounds[0].size());
     o_.samples += n * int64_t(shas.size());
     if (j_)
       j_->append({{"ev", "measure"}, {"key", key}, {"shas", shas}, {"rounds", rounds}, {"wall_s", step.wall_s}});
   }
-  step.decision = rule.finish(rounds);
   step.measured = true;
   step.rounds = rounds.empty() ? 0 : int64_t(rounds[0].size());
   step.samples = step.rounds * int64_t(idx.size());
@@ -139,6 +171,8 @@ void Loop::decision_event(const std::string& key, const Step& s) {
   if (!j_ || j_->has_decision(key)) return;
   json ev = {{"ev", "decision"}, {"key", key},  {"phase", s.phase}, {"index", s.index},
              {"sha", s.sha},     {"how", s.how}, {"reason", s.reason}};
+  if (!s.klass.empty()) ev["level"] = s.klass;
+  if (s.seg_lo >= 0) ev["range"] = {s.seg_lo, s.seg_hi};
   if (s.side) ev["side"] = to_string(*s.side);
   if (s.measured) {
     ev["rounds"] = s.rounds;
@@ -154,6 +188,7 @@ Outcome Loop::run() {
   if (n < 2) throw InputError("a bisection needs a good and a bad commit");
   o_.probes.assign(size_t(n), Probe{});
   o_.probed.assign(size_t(n), false);
+  o_.weights = plan_.weights;
   const bool timed = is_timed(plan_.metric);
   if (j_) {
     if (const json* st = j_->start()) {
@@ -161,8 +196,12 @@ Outcome Loop::run() {
         throw InputError(fmt::format("journal {} is for a different commit range; use another --workdir", j_->path()));
       j_->append({{"ev", "resume"}, {"events", j_->events().size()}});
     } else {
-      j_->append({{"ev", "start"}, {"shas", plan_.shas}, {"metric", to_string(plan_.metric)},
-                  {"threshold", plan_.threshold}, {"threshold_absolute", plan_.threshold_absolute}});
+      json ev = {{"ev", "start"}, {"shas", plan_.shas}, {"metric", to_string(plan_.metric)},
+                 {"threshold", plan_.threshold}, {"threshold_absolute", plan_.threshold_absolute},
+                 {"workers", plan_.workers}, {"several", plan_.several},
+                 {"report_improvements", plan_.report_improvements}};
+      if (!plan_.weights.empty()) ev["weights"] = plan_.weights;
+      j_->append(ev);
     }
   }
 
@@ -225,95 +264,290 @@ Outcome Loop::run() {
     return std::move(o_);
   }
 
-  // ---- steps ----
-  Strategy st(n, plan_.weights);
-  std::map<std::string, int> by_hash;  // code hash key -> a classified commit with that code
-  if (plan_.use_hashes) {
-    by_hash[pg.hash_key()] = 0;
-    by_hash[pb.hash_key()] = n - 1;
+  // ---- steps over a work list of ranges ----
+  skipped_.assign(size_t(n), false);
+  levels_.push_back({0, 0, 0});  // level 0: good
+  levels_.push_back({timed ? gap_ : rep.level, rep.level_lo, rep.level_hi});  // level 1: bad
+  if (!timed) levels_[1] = {rep.level, rep.level, rep.level};
+  if (timed && rep.has_level) levels_[1] = {rep.level, rep.level_lo, rep.level_hi};
+  if (plan_.use_hashes && timed) {
+    level_of_hash_[pg.hash_key()] = 0;
+    level_of_hash_[pb.hash_key()] = 1;
   }
-  std::vector<std::optional<Side>> side_at(static_cast<size_t>(n));
-  side_at[0] = Side::good;
-  side_at[size_t(n - 1)] = Side::bad;
-  while (auto next = st.next()) {
-    const int m = *next;
-    const std::string& sha = plan_.shas[size_t(m)];
-    if (over_wall_budget() || (o_.builds >= plan_.budgets.max_builds && !(j_ && j_->probe(sha)))) {
-      o_.verdict = "budget-exhausted";
-      break;
-    }
-    Step s;
-    s.phase = "step";
-    s.index = m;
-    s.sha = sha;
-    say(fmt::format("step {}: commit {} ({} of {}), {} candidates left", o_.visited + 1, short_sha(sha), m, n - 1,
-                    st.hi() - st.lo()));
-    const Probe& p = probe(m);
-    s.built = p.built;
-    s.build_s = p.build_s;
-    ++o_.visited;
-    if (!p.ok) {
-      s.side = Side::skip;
-      s.how = "build-or-compile-failed";
-      s.reason = p.reason;
-    } else if (p.case_ids != pg.case_ids) {
-      s.side = Side::skip;
-      s.how = "different-cases";
-      s.reason = "this toolchain gives a different case list";
-    } else if (!timed) {
-      s.side = static_side(pg.values, pb.values, p.values, regressed_, plan_.threshold, plan_.threshold_absolute);
-      s.how = "static";
-      s.has_level = true;
-      s.level = s.level_lo = s.level_hi = sum_of(p.values, regressed_);
-      s.reason = fmt::format("{} = {:g} (good {:g}, bad {:g})", to_string(plan_.metric), s.level,
-                             sum_of(pg.values, regressed_), sum_of(pb.values, regressed_));
-    } else if (auto it = by_hash.find(p.hash_key()); plan_.use_hashes && it != by_hash.end()) {
-      s.side = side_at[size_t(it->second)];
-      s.how = "same-code";
-      s.same_code_as = it->second;
-      s.reason = fmt::format("identical machine code to {} ({})", short_sha(plan_.shas[size_t(it->second)]),
-                             to_string(*s.side));
-    } else {
-      auto rule = side_rule(plan_.alpha, plan_.min_samples, plan_.budgets.max_samples_per_step);
-      Rounds r = measure("step:" + sha, {0, n - 1, m}, rule, plan_.budgets.max_samples_per_step, s);
-      ++o_.measured_steps;
-      set_level(s, r[0], r[2]);
-      auto side = side_of(s.decision);
-      s.side = side ? *side : Side::skip;
-      s.how = side ? "measured" : "unsure";
-      const auto& d = s.decision;
-      s.reason = fmt::format("vs the midpoint of good and bad: {:+.3f}% [{:+.3f}%, {:+.3f}%] after {} rounds",
-                             100 * d.effect_pct(), 100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), s.rounds);
-    }
-    if (plan_.use_hashes && (s.side == Side::good || s.side == Side::bad) && timed && p.ok)
-      by_hash.emplace(p.hash_key(), m);
-    side_at[size_t(m)] = s.side;
-    st.record(m, *s.side);
-    say(fmt::format("  -> {} ({}): {}", to_string(*s.side), s.how, s.reason));
-    decision_event("step:" + sha, s);
-    o_.steps.push_back(std::move(s));
+  std::deque<Seg> work = {Seg{0, n - 1, 0, 1, false}};
+  while (!work.empty() && !budget_out_) {
+    Seg g = work.front();
+    work.pop_front();
+    search(g, work);
   }
+  if (budget_out_)
+    for (const Seg& g : work) o_.unresolved.push_back({g.a, g.b, g.improvement, "budget-exhausted", range_candidates(g)});
 
-  if (o_.verdict.empty()) {
-    if (st.found()) {
-      o_.culprit = st.hi();
-      finish_verify();
-    } else {
-      o_.verdict = "ambiguous";
-    }
-  }
-  if (o_.verdict != "culprit" && o_.verdict != "unverified") {
-    o_.candidates = st.candidates();
-    o_.summary = fmt::format("{} candidate commits remain ({}); {}", o_.candidates.size(),
-                             o_.verdict == "ambiguous" ? "the commits between them were skipped" : "the budget ran out",
-                             "see the steps for why");
-  }
+  finish_outcome();
   o_.wall_s = elapsed();
   return std::move(o_);
 }
 
-void Loop::finish_verify() {
-  const int c = o_.culprit, parent = c - 1;
+std::vector<int> Loop::range_candidates(const Seg& g) const {
+  std::vector<int> c;
+  for (int i = g.a + 1; i <= g.b; ++i) c.push_back(i);
+  return c;
+}
+
+// Level of a commit's static values on the way from a to b (sums over the cases that regressed).
+std::optional<Level> Loop::static_level(const Seg& g, const Probe& p) {
+  const Probe& pa = o_.probes[size_t(g.a)];
+  const Probe& pb = o_.probes[size_t(g.b)];
+  if (!plan_.several) {
+    auto reg = static_regressed(pa.values, pb.values, plan_.threshold, plan_.threshold_absolute);
+    if (!std::any_of(reg.begin(), reg.end(), [](bool b) { return b; })) reg = regressed_;
+    return static_side(pa.values, pb.values, p.values, reg, plan_.threshold, plan_.threshold_absolute) == Side::bad
+               ? Level::b
+               : Level::a;
+  }
+  const double A = sum_of(pa.values, regressed_), B = sum_of(pb.values, regressed_), T = sum_of(p.values, regressed_);
+  auto beyond = [&](double from, double to) {
+    const double delta = std::abs(to - from);
+    if (plan_.threshold_absolute) return delta >= plan_.threshold;
+    if (from == 0) return delta > 0;
+    return delta >= plan_.threshold * std::abs(from);
+  };
+  const double dir = B > A ? 1 : -1;
+  if (!beyond(A, T)) return Level::a;
+  if (!beyond(B, T)) return Level::b;
+  if ((T - A) * dir > 0 && (B - T) * dir > 0) return Level::between;
+  if ((T - B) * dir > 0) return Level::beyond_b;
+  return Level::beyond_a;
+}
+
+void Loop::search(Seg g, std::deque<Seg>& work) {
+  const int n = int(plan_.shas.size());
+  const bool timed = is_timed(plan_.metric);
+  for (;;) {
+    // The range's strategy: prior weights of its commits, skips recorded.
+    std::vector<double> w;
+    if (!plan_.weights.empty()) w.assign(plan_.weights.begin() + g.a, plan_.weights.begin() + g.b + 1);
+    Strategy st(g.b - g.a + 1, w);
+    for (int i = g.a + 1; i < g.b; ++i)
+      if (skipped_[size_t(i)]) st.record(i - g.a, Side::skip);
+    std::vector<int> picks;
+    for (int k : st.next_k(std::max(1, plan_.workers))) picks.push_back(g.a + k);
+    if (picks.empty()) {
+      if (g.b == g.a + 1) {
+        verify_culprit(g);
+      } else {
+        o_.unresolved.push_back({g.a, g.b, g.improvement, "ambiguous", range_candidates(g)});
+        say(fmt::format("  range {}..{}: every commit left between is skipped: ambiguous", short_sha(plan_.shas[size_t(g.a)]),
+                        short_sha(plan_.shas[size_t(g.b)])));
+      }
+      return;
+    }
+    // Budgets: builds (a commit journaled earlier costs nothing new) and wall time.
+    std::vector<int> affordable;
+    int new_builds = 0;
+    for (int m : picks) {
+      const bool free = o_.probed[size_t(m)] || (j_ && j_->probe(plan_.shas[size_t(m)]));
+      if (!free && o_.builds + new_builds >= plan_.budgets.max_builds) continue;
+      if (!free) ++new_builds;
+      affordable.push_back(m);
+    }
+    if (over_wall_budget() || affordable.empty()) {
+      budget_out_ = true;
+      o_.unresolved.push_back({g.a, g.b, g.improvement, "budget-exhausted", range_candidates(g)});
+      return;
+    }
+    picks = affordable;
+    ++o_.rounds;
+    say(fmt::format("round {}: {} in {}..{} ({} candidates left{})", o_.rounds,
+                    picks.size() == 1 ? "commit " + short_sha(plan_.shas[size_t(picks[0])]) + fmt::format(" ({} of {})", picks[0], n - 1)
+                                      : fmt::format("{} commits", picks.size()),
+                    short_sha(plan_.shas[size_t(g.a)]), short_sha(plan_.shas[size_t(g.b)]), g.b - g.a,
+                    g.improvement ? ", an improvement" : ""));
+    probe_all(picks);
+
+    // Classify what needs no measurement; collect the rest.
+    std::vector<Step> steps(picks.size());
+    std::vector<std::optional<Level>> lv(picks.size());
+    std::vector<size_t> to_measure;
+    const Probe& pa = o_.probes[size_t(g.a)];
+    for (size_t q = 0; q < picks.size(); ++q) {
+      const int m = picks[q];
+      Step& s = steps[q];
+      s.phase = "step";
+      s.index = m;
+      s.sha = plan_.shas[size_t(m)];
+      s.seg_lo = g.a;
+      s.seg_hi = g.b;
+      s.round = o_.rounds;
+      const Probe& p = o_.probes[size_t(m)];
+      s.built = p.built;
+      s.build_s = p.build_s;
+      ++o_.visited;
+      if (!p.ok) {
+        s.how = "build-or-compile-failed";
+        s.reason = p.reason;
+      } else if (p.case_ids != pa.case_ids) {
+        s.how = "different-cases";
+        s.reason = "this toolchain gives a different case list";
+      } else if (!timed) {
+        lv[q] = static_level(g, p);
+        s.how = "static";
+        s.has_level = true;
+        s.level = s.level_lo = s.level_hi = sum_of(p.values, regressed_);
+        s.reason = fmt::format("{} = {:g} (range ends {:g} .. {:g})", to_string(plan_.metric), s.level,
+                               sum_of(pa.values, regressed_), sum_of(o_.probes[size_t(g.b)].values, regressed_));
+      } else if (auto it = level_of_hash_.find(p.hash_key());
+                 plan_.use_hashes && it != level_of_hash_.end() && (it->second == g.la || it->second == g.lb)) {
+        lv[q] = it->second == g.la ? Level::a : Level::b;
+        s.how = "same-code";
+        s.same_code_as = it->second == g.la ? g.a : g.b;
+        s.reason = fmt::format("identical machine code to a commit at the level of {}", short_sha(plan_.shas[size_t(s.same_code_as)]));
+      } else {
+        to_measure.push_back(q);
+      }
+    }
+    if (!to_measure.empty()) {
+      std::vector<int> idx = {g.a, g.b};
+      for (size_t q : to_measure) idx.push_back(picks[q]);
+      const bool b_worse = !g.improvement;
+      StepRule rule(plan_.threshold, plan_.alpha, plan_.min_samples, plan_.budgets.max_samples_per_step,
+                    int(to_measure.size()), b_worse, plan_.several || plan_.report_improvements,
+                    plan_.report_improvements);
+      std::string key = "step:" + plan_.shas[size_t(picks[to_measure[0]])];
+      for (size_t k = 1; k < to_measure.size(); ++k) key += "," + plan_.shas[size_t(picks[to_measure[k]])];
+      Step meas;
+      Rounds r = measure_with(key, idx, rule, meas);
+      auto ds = rule.finish(r);
+      o_.measured_steps += int(to_measure.size());
+      for (size_t k = 0; k < to_measure.size(); ++k) {
+        const size_t q = to_measure[k];
+        Step& s = steps[q];
+        s.measured = true;
+        s.rounds = meas.rounds;
+        s.samples = meas.samples;
+        s.wall_s = meas.wall_s;
+        const StepDecision& d = ds[k];
+        lv[q] = d.level;
+        // The decision shown: the apartness test that placed it, else the side test.
+        s.decision = d.side;
+        if (d.level == Level::between || d.level == Level::beyond_b) s.decision = d.level == Level::between ? d.vs_a : d.vs_b;
+        if (d.level == Level::beyond_a) s.decision = d.vs_a;
+        set_level(s, r[0], r[2 + k]);
+        s.level += levels_[size_t(g.la)].est;
+        s.level_lo += levels_[size_t(g.la)].est;
+        s.level_hi += levels_[size_t(g.la)].est;
+        s.how = d.level ? "measured" : "unsure";
+        s.reason = fmt::format(
+            "vs the midpoint of the range's levels: {:+.3f}% [{:+.3f}%, {:+.3f}%]; vs first {:+.3f}%, vs last {:+.3f}% "
+            "after {} rounds",
+            100 * d.side.effect_pct(), 100 * d.side.ci_lo_pct(), 100 * d.side.ci_hi_pct(), 100 * d.vs_a.effect_pct(),
+            100 * d.vs_b.effect_pct(), s.rounds);
+      }
+    }
+
+    // Record, then split the range at the classified commits.
+    struct Point {
+      int i;
+      double rank;
+      int level;
+    };
+    std::vector<Point> pts = {{g.a, 0, g.la}};
+    for (size_t q = 0; q < picks.size(); ++q) {
+      Step& s = steps[q];
+      const int m = picks[q];
+      if (!lv[q]) {
+        s.side = Side::skip;
+        skipped_[size_t(m)] = true;
+      } else {
+        const Level L = *lv[q];
+        s.side = L == Level::a || L == Level::beyond_a ? Side::good : Side::bad;
+        int lid = L == Level::a ? g.la : L == Level::b ? g.lb : -1;
+        if (lid < 0) {
+          lid = int(levels_.size());
+          levels_.push_back({s.level, s.level_lo, s.level_hi});
+        }
+        if (plan_.use_hashes && timed && o_.probes[size_t(m)].ok) level_of_hash_.emplace(o_.probes[size_t(m)].hash_key(), lid);
+        const double rank = L == Level::a ? 0 : L == Level::b ? 1 : L == Level::between ? 0.5 : L == Level::beyond_b ? 2 : -1;
+        pts.push_back({m, rank, lid});
+      }
+      s.klass = lv[q] ? to_string(*lv[q]) : "";
+      say(fmt::format("  {} -> {} ({}): {}", short_sha(s.sha), lv[q] ? to_string(*lv[q]) : "skip", s.how, s.reason));
+      decision_event("step:" + s.sha, s);
+      o_.steps.push_back(s);
+    }
+    pts.push_back({g.b, 1, g.lb});
+    std::sort(pts.begin(), pts.end(), [](const Point& x, const Point& y) { return x.i < y.i; });
+    std::vector<Seg> children;
+    for (size_t k = 0; k + 1 < pts.size(); ++k) {
+      const Point &x = pts[k], &y = pts[k + 1];
+      if (x.rank == y.rank) continue;  // same level at both ends (or two intermediates taken as one)
+      const bool same_way = y.rank > x.rank;
+      Seg c{x.i, y.i, x.level, y.level, same_way ? g.improvement : !g.improvement};
+      if (c.improvement && !plan_.report_improvements) continue;
+      if (!plan_.several && !same_way) continue;
+      children.push_back(c);
+    }
+    if (!plan_.several && children.size() > 1) children.resize(1);
+    if (children.size() == 1 && children[0].improvement == g.improvement) {
+      g = children[0];
+      continue;
+    }
+    for (auto it = children.rbegin(); it != children.rend(); ++it) work.push_front(*it);
+    return;
+  }
+}
+
+void Loop::probe_all(const std::vector<int>& picks) {
+  std::vector<int> todo;
+  for (int m : picks)
+    if (!o_.probed[size_t(m)]) todo.push_back(m);
+  if (todo.size() <= 1 || plan_.workers <= 1) {
+    for (int m : todo) probe(m);
+    return;
+  }
+  // Parallel rounds: the commits not in the journal are probed concurrently (each builds in its own
+  // worktree), then journaled in walk order.
+  std::vector<int> fresh;
+  for (int m : todo) {
+    if (j_ && j_->probe(plan_.shas[size_t(m)])) {
+      probe(m);
+      continue;
+    }
+    fresh.push_back(m);
+    if (j_) j_->append({{"ev", "build_start"}, {"sha", plan_.shas[size_t(m)]}, {"index", m}});
+  }
+  const double t = now_s();
+  std::vector<std::future<Probe>> fut;
+  for (int m : fresh) fut.push_back(std::async(std::launch::async, [this, m] { return lab_.probe(plan_.shas[size_t(m)]); }));
+  std::vector<Probe> got;
+  std::exception_ptr err;
+  for (auto& f : fut) {
+    try {
+      got.push_back(f.get());
+    } catch (...) {
+      if (!err) err = std::current_exception();
+      got.emplace_back();
+    }
+  }
+  if (err) std::rethrow_exception(err);
+  for (size_t k = 0; k < fresh.size(); ++k) {
+    const int m = fresh[k];
+    if (j_)
+      j_->append({{"ev", "build_end"}, {"sha", plan_.shas[size_t(m)]}, {"index", m}, {"probe", to_json(got[k])},
+                  {"wall_s", now_s() - t}});
+    if (got[k].built) ++o_.builds;
+    o_.probes[size_t(m)] = got[k];
+    o_.probed[size_t(m)] = true;
+  }
+}
+
+void Loop::verify_culprit(const Seg& g) {
+  const int c = g.b, parent = c - 1;
+  Culprit cu;
+  cu.index = c;
+  cu.improvement = g.improvement;
+  cu.seg_lo = g.a;
+  cu.seg_hi = g.b;
   Step v;
   v.phase = "verify";
   v.index = c;
@@ -322,31 +556,89 @@ void Loop::finish_verify() {
   const Probe& pp = probe(parent);
   const Probe& pc = probe(c);
   bool confirmed = false;
+  const char* what = g.improvement ? "improvement" : "culprit";
   if (!is_timed(plan_.metric)) {
     v.how = "static";
     v.has_level = true;
     v.level = v.level_lo = v.level_hi = sum_of(pc.values, regressed_);
-    confirmed = static_side(pp.values, o_.probes.back().values, pc.values, regressed_, plan_.threshold,
-                            plan_.threshold_absolute) == Side::bad;
-    v.reason = fmt::format("{}: parent {:g} -> culprit {:g}", to_string(plan_.metric), sum_of(pp.values, regressed_), v.level);
+    auto reg = static_regressed(pp.values, pc.values, plan_.threshold, plan_.threshold_absolute);
+    confirmed = std::any_of(reg.begin(), reg.end(), [](bool b) { return b; });
+    cu.parent_value = sum_of(pp.values, regressed_);
+    cu.value = v.level;
+    cu.effect = cu.value - cu.parent_value;
+    cu.effect_lo = cu.effect_hi = cu.effect;
+    v.reason = fmt::format("{}: parent {:g} -> {} {:g}", to_string(plan_.metric), cu.parent_value, what, v.level);
   } else {
-    say("verifying: culprit against its parent with a fresh, larger sample");
+    say(fmt::format("verifying {} {}: against its parent with a fresh, larger sample", what, short_sha(v.sha)));
     auto rule = threshold_rule(plan_.threshold, plan_.alpha, 2 * plan_.min_samples, 2 * plan_.budgets.max_samples_per_step);
     Rounds r = measure("verify:" + plan_.shas[size_t(parent)] + ":" + v.sha, {parent, c}, rule,
                        2 * plan_.budgets.max_samples_per_step, v);
     v.how = "measured";
     set_level(v, r[0], r[1]);
     const auto& d = v.decision;
-    confirmed = d.verdict == stats::Verdict::worse;
-    v.reason = fmt::format("culprit vs parent: {:+.3f}% [{:+.3f}%, {:+.3f}%] after {} rounds: {}", 100 * d.effect_pct(),
+    confirmed = d.verdict == (g.improvement ? stats::Verdict::better : stats::Verdict::worse);
+    cu.effect = d.effect;
+    cu.effect_lo = d.ci.lo;
+    cu.effect_hi = d.ci.hi;
+    // For the plot: the level of the culprit vs good (its parent's level plus the verified step).
+    v.level += levels_[size_t(g.la)].est;
+    v.level_lo += levels_[size_t(g.la)].est;
+    v.level_hi += levels_[size_t(g.la)].est;
+    v.reason = fmt::format("{} vs parent: {:+.3f}% [{:+.3f}%, {:+.3f}%] after {} rounds: {}", what, 100 * d.effect_pct(),
                            100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), v.rounds, stats::to_string(d.verdict));
   }
   say("verify: " + v.reason);
-  decision_event("verify", v);
-  o_.verify = v;
-  o_.verdict = confirmed ? "culprit" : "unverified";
-  o_.summary = confirmed ? "culprit confirmed: " + v.reason
-                         : "the bisection points at this commit, but re-measuring it against its parent did not confirm it: " + v.reason;
+  decision_event("verify:" + v.sha, v);
+  cu.verified = confirmed;
+  cu.verify = v;
+  o_.culprits.push_back(cu);
+}
+
+void Loop::finish_outcome() {
+  std::sort(o_.culprits.begin(), o_.culprits.end(), [](const Culprit& a, const Culprit& b) { return a.index < b.index; });
+  const Culprit* main = nullptr;
+  auto bigger = [](const Culprit& a, const Culprit* b) { return !b || std::abs(a.effect) > std::abs(b->effect); };
+  for (const auto& c : o_.culprits)
+    if (!c.improvement && c.verified && bigger(c, main)) main = &c;
+  bool verified = main != nullptr;
+  if (!main)
+    for (const auto& c : o_.culprits)
+      if (!c.improvement && bigger(c, main)) main = &c;
+  int regressions = 0, improvements = 0;
+  for (const auto& c : o_.culprits) (c.improvement ? improvements : regressions) += c.verified ? 1 : 0;
+  std::string open;
+  for (const auto& u : o_.unresolved)
+    open += fmt::format("{}{} {} commits ({}..{}, {})", open.empty() ? "" : "; ", u.why, u.candidates.size(),
+                        short_sha(plan_.shas[size_t(u.lo)]), short_sha(plan_.shas[size_t(u.hi)]),
+                        u.improvement ? "an improvement" : "a regression");
+  if (main) {
+    o_.culprit = main->index;
+    o_.verify = main->verify;
+    o_.verdict = verified ? "culprit" : "unverified";
+    if (verified) {
+      o_.summary = "culprit confirmed: " + main->verify.reason;
+      if (regressions > 1) o_.summary += fmt::format(" ({} regressions found, this the largest)", regressions);
+      if (improvements > 0) o_.summary += fmt::format("; {} improvement(s) in the range", improvements);
+    } else {
+      o_.summary = "the bisection points at this commit, but re-measuring it against its parent did not confirm it: " +
+                   main->verify.reason;
+    }
+    if (!open.empty()) o_.summary += "; left open: " + open;
+    return;
+  }
+  // No regression commit: the first open regression range says why.
+  for (const auto& u : o_.unresolved)
+    if (!u.improvement) {
+      o_.verdict = u.why;
+      o_.candidates = u.candidates;
+      break;
+    }
+  if (o_.verdict.empty()) {
+    o_.verdict = budget_out_ ? "budget-exhausted" : "ambiguous";
+  }
+  o_.summary = fmt::format("{} candidate commits remain ({}); {}", o_.candidates.size(),
+                           o_.verdict == "ambiguous" ? "the commits between them were skipped" : "the budget ran out",
+                           "see the steps for why");
 }
 
 }  // namespace
@@ -354,6 +646,12 @@ void Loop::finish_verify() {
 Outcome run_bisection(const Plan& plan, Lab& lab, Journal* journal, const Log& log) {
   Loop loop(plan, lab, journal, log);
   return loop.run();
+}
+
+int exit_code_for(const Outcome& o) {
+  if (o.verdict == "culprit") return kExitOk;
+  if (o.verdict == "not-reproduced" || o.verdict == "inconclusive") return kExitNothingToBisect;
+  return kExitFound;  // reproduced, not pinned to a verified commit
 }
 
 std::string default_workdir(const BisectConfig& cfg) {
@@ -397,12 +695,16 @@ Plan plan_for(const BisectConfig& cfg, const std::vector<git::CommitInfo>& commi
   p.alpha = cfg.measure.alpha;
   p.max_step_s = cfg.measure.max_step_s;
   p.seed = cfg.measure.seed;
+  p.workers = cfg.parallel;
+  p.several = cfg.several_culprits;
+  p.report_improvements = cfg.report_improvements;
   return p;
 }
 
 }  // namespace
 
-BisectRun bisect(const BisectConfig& cfg, const std::string& workdir_in, bool resume, const Log& log) {
+BisectRun bisect(const BisectConfig& cfg, const std::string& workdir_in, bool resume, const Log& log,
+                 bool report_improvements, int workers) {
   git::Repo repo(cfg.repo);
   Range range = validate_range(cfg, repo);
   BisectRun run;
@@ -418,9 +720,24 @@ BisectRun bisect(const BisectConfig& cfg, const std::string& workdir_in, bool re
   Provider provider(cfg, repo, run.workdir);
   RealLab lab(cfg, provider);
   Plan plan = plan_for(cfg, range.commits);
+  if (report_improvements) plan.report_improvements = true;
+  if (workers > 0) plan.workers = workers;
+  if (!cfg.priors.empty()) {
+    plan.weights = prior_weights(repo, plan.shas, cfg.priors);
+    if (log) {
+      std::map<double, int> hist;
+      for (size_t i = 1; i < plan.weights.size(); ++i) ++hist[plan.weights[i]];
+      std::string h;
+      for (const auto& [w, k] : hist) h += fmt::format("{}{} x {:g}", h.empty() ? "" : ", ", k, w);
+      log(fmt::format("prior weights from the files each commit touches: {}", h));
+    }
+  }
   run.outcome = run_bisection(plan, lab, &journal, log);
   json verdict = {{"ev", "verdict"}, {"verdict", run.outcome.verdict}, {"summary", run.outcome.summary}};
   if (run.outcome.culprit >= 0) verdict["culprit"] = plan.shas[size_t(run.outcome.culprit)];
+  verdict["culprits"] = json::array();
+  for (const auto& c : run.outcome.culprits)
+    verdict["culprits"].push_back({{"sha", plan.shas[size_t(c.index)]}, {"improvement", c.improvement}, {"verified", c.verified}});
   journal.append(verdict);
   ReportPaths paths = write_reports(cfg, run.outcome, run.commits, run.workdir);
   run.result_json = paths.result_json;

@@ -4,10 +4,16 @@
 //   2. reproduce first: probe good and bad; static metrics compare values, identical code means nothing
 //      to find, otherwise measure good vs bad interleaved against the threshold -> `not-reproduced` with
 //      the evidence unless bad is worse beyond the threshold;
-//   3. steps: the strategy picks a commit; its probe (toolchain + compile) either fails (skip), has the
-//      code hash of an already-classified commit (that side, no measurement), has static values (side by
-//      value) or is measured interleaved with good and bad until decided (unsure at budget -> skip);
-//   4. verify: the culprit against its parent with a fresh, larger sample.
+//   3. steps, over a work list of ranges (a, b] whose two end levels differ (first: good..bad): the
+//      strategy picks the commit(s) that split the range's prior weight (workers > 1: several commits per
+//      round, probed concurrently and measured together); a probe (toolchain + compile) either fails
+//      (skip), has the code hash of a commit at one of the range's end levels (that level, no
+//      measurement), has static values (level by value) or is measured interleaved with the range's two
+//      end commits until decided (unsure at budget -> skip). A commit clearly apart from both end levels
+//      is an intermediate level: both sub-ranges are searched (several culprits). A commit clearly past
+//      the last level marks a step back (an improvement) after it, searched with report_improvements;
+//   4. verify: each culprit against its parent with a fresh, larger sample; the main culprit is the
+//      verified regression with the largest effect.
 // run_bisection() is that loop over an abstract Lab (oracle.h), so the simulation drives the same code;
 // bisect() wires it to git, the provider, the real lab, the journal and the reports.
 #pragma once
@@ -39,11 +45,17 @@ struct Plan {
   uint64_t seed = 1;
   std::vector<double> weights;    // prior weight per commit (empty: all equal)
   bool use_hashes = true;         // classify equal code hashes without measuring
+  bool several = true;            // search both sides of an intermediate level (several culprits)
+  bool report_improvements = false;  // also search ranges where the metric gets better
+  int workers = 1;                // commits probed and measured per round (parallel rounds)
 };
 
 struct Step {
   std::string phase;            // reproduce | step | verify
   int index = -1;               // the commit asked about (walk index)
+  int seg_lo = -1, seg_hi = -1; // step: the range (a, b] searched; side good = a's level, bad = b's level
+  int round = 0;                // step: the round (1-based) that asked about it
+  std::string klass;            // step: first | last | intermediate | beyond-first | beyond-last ("" skip)
   int base_index = -1;          // reproduce / verify: the commit it is compared with
   std::string sha;
   std::optional<Side> side;     // step: good / bad / skip
@@ -61,13 +73,35 @@ struct Step {
   double build_s = 0, wall_s = 0;
 };
 
+// A commit where the metric steps (a culprit, or an improvement when asked for), verified against its parent.
+struct Culprit {
+  int index = -1;               // walk index
+  bool improvement = false;     // the metric got better at this commit
+  bool verified = false;        // the verify step confirmed the step against the parent
+  int seg_lo = -1, seg_hi = -1; // the range it was found in
+  Step verify;
+  // Effect vs the parent: timed metrics as a log-ratio with its CI, static metrics as values.
+  double effect = 0, effect_lo = 0, effect_hi = 0;
+  double parent_value = 0, value = 0;  // static metrics
+};
+
+// A range whose step could not be pinned to one commit (skips, or the budget ran out).
+struct Unresolved {
+  int lo = -1, hi = -1;
+  bool improvement = false;
+  std::string why;              // ambiguous | budget-exhausted
+  std::vector<int> candidates;
+};
+
 struct Outcome {
   // culprit | not-reproduced | ambiguous | inconclusive | budget-exhausted | unverified
   std::string verdict;
   std::string summary;          // one line in words, with the evidence
-  int culprit = -1;             // walk index
+  int culprit = -1;             // walk index of the main culprit (largest verified regression)
+  std::vector<Culprit> culprits;       // every step found: regressions (and improvements when asked), in walk order
+  std::vector<Unresolved> unresolved;  // ranges left open
   std::vector<int> candidates;  // ambiguous / budget-exhausted: indices that may hold the culprit
-  std::optional<Step> reproduce, verify;
+  std::optional<Step> reproduce, verify;  // verify: the main culprit's
   std::vector<Step> steps;      // every commit asked about, in order
   std::vector<Probe> probes;    // per walk index (ok = false and empty reason when never probed)
   std::vector<bool> probed;
@@ -75,8 +109,16 @@ struct Outcome {
   int builds = 0;               // toolchain builds that ran (cached ones are free)
   int64_t samples = 0;          // timing samples taken (every executable, every round)
   int visited = 0, measured_steps = 0;
+  int rounds = 0;               // step rounds (one commit per round, or `workers` commits per round)
+  std::vector<double> weights;  // the prior weights used (empty: uniform)
   double wall_s = 0;
 };
+
+// Exit status of `kbisect bisect` for a verdict (see docs/bisect.md): 0 culprit (named and verified),
+// 1 a regression that reproduces but was not pinned to a verified commit (ambiguous, budget-exhausted,
+// unverified), 4 nothing to bisect (not-reproduced, inconclusive).
+int exit_code_for(const Outcome& o);
+constexpr int kExitNothingToBisect = 4;
 
 using Log = std::function<void(const std::string&)>;
 
@@ -91,7 +133,9 @@ struct BisectRun {
 };
 
 // The whole command: validates refs, runs (or resumes) the bisection in `workdir`, writes the reports.
-BisectRun bisect(const BisectConfig& cfg, const std::string& workdir, bool resume, const Log& log = nullptr);
+// report_improvements / workers > 0 override the config's (the CLI's --report-improvements / --parallel).
+BisectRun bisect(const BisectConfig& cfg, const std::string& workdir, bool resume, const Log& log = nullptr,
+                 bool report_improvements = false, int workers = 0);
 
 // `kbisect check`: the side of one commit (good / bad / skip) for `git bisect run`, with the reason.
 struct CheckResult {

@@ -2,6 +2,7 @@
 #include "bisect/descend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -185,7 +186,8 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
   check_keys(cx, root, "bisect config",
              {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",
-              "shape_sets", "metric", "threshold", "budgets", "measure", "descend"});
+              "shape_sets", "metric", "threshold", "budgets", "measure", "descend", "priors", "parallel",
+              "several_culprits", "report_improvements"});
   BisectConfig c;
   c.file = origin;
   c.text_hash = sha256_hex(text);
@@ -285,6 +287,22 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     }
     if (m["seed"]) s.seed = uint64_t(num(cx, m["seed"], "measure.seed"));
   }
+  if (const auto pr = root["priors"]) {
+    if (!pr.IsMap()) cx.fail(pr, "'priors' must be a mapping {path glob: weight}");
+    for (auto it = pr.begin(); it != pr.end(); ++it) {
+      const std::string glob = str(cx, it->first, "priors");
+      if (glob.empty()) cx.fail(it->first, "'priors': empty path glob");
+      const double w = num(cx, it->second, "priors." + glob);
+      if (!(w > 0) || !std::isfinite(w)) cx.fail(it->second, fmt::format("'priors.{}' = '{}' must be a positive weight", glob, it->second.Scalar()));
+      c.priors.emplace_back(glob, w);
+    }
+  }
+  if (root["parallel"]) {
+    c.parallel = positive_int(cx, root["parallel"], "parallel");
+    if (c.parallel > 64) cx.fail(root["parallel"], fmt::format("'parallel' = '{}' must be at most 64", c.parallel));
+  }
+  if (root["several_culprits"]) c.several_culprits = boolean(cx, root["several_culprits"], "several_culprits");
+  if (root["report_improvements"]) c.report_improvements = boolean(cx, root["report_improvements"], "report_improvements");
   if (root["descend"])
     c.descend = parse_descend(cx, root["descend"], base, [&](const YAML::Node& n) { return parse_provider(cx, n); });
   if (c.budgets.max_samples_per_step < c.measure.min_samples)

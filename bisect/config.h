@@ -18,6 +18,10 @@
 //   metric: time        # time | tflops | registers | spills | stack | smem | code_bytes | compile_time | max_error
 //   threshold: 0.5%     # relative; integer metrics also take an absolute count (threshold: 8)
 //   budgets: {max_builds: 40, max_samples_per_step: 1024, max_wall_s: 7200}
+//   priors: {"llvm/lib/Target/NVPTX/**": 5, "**/docs/**": 0.05}   # path glob -> prior weight (default 1)
+//   parallel: 3              # commits probed and measured per round (default 1)
+//   several_culprits: true   # search both sides of an intermediate level (default true)
+//   report_improvements: false  # also find commits that make the metric better (default false)
 //   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, alpha: 0.05,
 //             max_step_s: 60, seed: 1}
 #pragma once
@@ -88,6 +92,10 @@ struct BisectConfig {
   Budgets budgets;
   MeasureSettings measure;
   std::string text_hash;      // sha256 of the config text (journal compatibility check)
+  std::vector<std::pair<std::string, double>> priors;  // path glob -> weight, in file order
+  int parallel = 1;
+  bool several_culprits = true;
+  bool report_improvements = false;
   std::optional<DescendSpec> descend;  // set when the config has `descend:`
 };
 

@@ -107,6 +107,96 @@ SequentialRule threshold_rule(double threshold, double alpha, int min_n, int max
   });
 }
 
+std::string to_string(Level l) {
+  switch (l) {
+    case Level::a: return "first";
+    case Level::b: return "last";
+    case Level::between: return "intermediate";
+    case Level::beyond_a: return "beyond-first";
+    case Level::beyond_b: return "beyond-last";
+  }
+  return "?";
+}
+
+StepRule::StepRule(double threshold, double alpha, int min_n, int max_n, int commits, bool b_worse, bool levels,
+                   bool extend)
+    : b_worse_(b_worse), levels_(levels), extend_(extend && levels), band_(std::log1p(threshold)) {
+  side_cfg_.threshold = 1e-9;  // only the sign of d matters for the side
+  side_cfg_.alpha = alpha;
+  side_cfg_.min_n = min_n;
+  side_cfg_.max_n = std::max(min_n, max_n);
+  lvl_cfg_ = side_cfg_;
+  lvl_cfg_.threshold = threshold;
+  // A false "apart from a level" costs a whole extra search (a range with no step in it), a false side
+  // only a wrong turn that the verify step catches: the apartness tests run at a tenth of the error rate.
+  lvl_cfg_.alpha = alpha / 10;
+  for (int j = 0; j < commits; ++j) {
+    side_.emplace_back(side_cfg_);
+    va_.emplace_back(lvl_cfg_);
+    vb_.emplace_back(lvl_cfg_);
+  }
+  out_.assign(size_t(commits), StepDecision{});
+  done_.assign(size_t(commits), false);
+}
+
+void StepRule::look(const Rounds& r, int64_t n, bool last) {
+  looked_at_ = n;
+  const size_t m = size_t(n);
+  std::vector<double> A(r[0].begin(), r[0].begin() + long(m)), B(r[1].begin(), r[1].begin() + long(m)), mid(m);
+  for (size_t i = 0; i < m; ++i) mid[i] = std::sqrt(A[i] * B[i]);
+  using stats::Verdict;
+  for (size_t j = 0; j < done_.size(); ++j) {
+    if (done_[j]) continue;
+    std::vector<double> t(r[2 + j].begin(), r[2 + j].begin() + long(m));
+    StepDecision& d = out_[j];
+    d.side = side_[j].look(mid, t, last);
+    if (levels_) {
+      d.vs_a = va_[j].look(A, t, last);
+      d.vs_b = vb_[j].look(B, t, last);
+    }
+    // "toward B" from A is slower when B is the worse level.
+    const Verdict toward_b = b_worse_ ? Verdict::worse : Verdict::better;
+    const Verdict toward_a = b_worse_ ? Verdict::better : Verdict::worse;
+    std::optional<Level> lv;
+    if (levels_ && d.vs_a.verdict == toward_b && d.vs_b.verdict == toward_a) lv = Level::between;
+    else if (levels_ && d.vs_b.verdict == toward_b) lv = Level::beyond_b;
+    else if (levels_ && d.vs_a.verdict == toward_a) lv = Level::beyond_a;
+    else if (d.side.verdict == toward_b) lv = Level::b;
+    else if (d.side.verdict == toward_a) lv = Level::a;
+    if (lv && extend_ && !last) {
+      // Past B (away from A), or past A (away from B), not yet settled: more rounds.
+      const double away_b = b_worse_ ? d.vs_b.effect : -d.vs_b.effect;
+      const double away_a = b_worse_ ? -d.vs_a.effect : d.vs_a.effect;
+      if ((*lv == Level::b && d.vs_b.verdict == Verdict::unsure && away_b > band_) ||
+          (*lv == Level::a && d.vs_a.verdict == Verdict::unsure && away_a > band_))
+        lv.reset();
+    }
+    if (lv) {
+      d.level = lv;
+      done_[j] = true;
+    }
+  }
+}
+
+bool StepRule::operator()(const Rounds& r) {
+  int64_t n = int64_t(r.empty() ? 0 : r[0].size());
+  for (const auto& v : r) n = std::min<int64_t>(n, int64_t(v.size()));
+  if (std::all_of(done_.begin(), done_.end(), [](bool b) { return b; })) return true;
+  if (n == looked_at_ || !stats::SequentialPaired(side_cfg_).is_look(n)) return false;
+  look(r, n, n >= side_cfg_.max_n);
+  return std::all_of(done_.begin(), done_.end(), [](bool b) { return b; });
+}
+
+std::vector<StepDecision> StepRule::finish(const Rounds& r) {
+  int64_t n = int64_t(r.empty() ? 0 : r[0].size());
+  for (const auto& v : r) n = std::min<int64_t>(n, int64_t(v.size()));
+  const bool all = std::all_of(done_.begin(), done_.end(), [](bool b) { return b; });
+  if (!all && n != looked_at_ && n >= 2) look(r, n, true);  // budget ended between planned looks
+  for (auto& d : out_)
+    if (!d.level) d.side.final_look = true;
+  return out_;
+}
+
 std::optional<Side> side_of(const stats::Decision& d) {
   if (d.verdict == stats::Verdict::worse) return Side::bad;
   if (d.verdict == stats::Verdict::better) return Side::good;

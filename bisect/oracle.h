@@ -90,6 +90,48 @@ SequentialRule side_rule(double alpha, int min_n, int max_n);
 // Rule for good vs bad (reproduce) or parent vs culprit (verify): rounds [base, new] -> log(new / base),
 // decided against the regression threshold.
 SequentialRule threshold_rule(double threshold, double alpha, int min_n, int max_n);
+// Where a measured commit's level lies against the two reference levels of the range being searched:
+// A (the range's first commit) and B (its last). `between`: clearly apart from both, on the way from A to
+// B (an intermediate level: a second step lies on each side); `beyond_b` / `beyond_a`: clearly past B
+// (or A) away from the other (a step back lies inside the range: an improvement after a regression).
+enum class Level { a, b, between, beyond_a, beyond_b };
+std::string to_string(Level l);
+
+struct StepDecision {
+  std::optional<Level> level;   // nullopt: undecided at the budget (a skip)
+  stats::Decision side;         // d = log(t / sqrt(A * B)): the nearer level
+  stats::Decision vs_a, vs_b;   // log(t / A), log(t / B) against the threshold
+};
+
+// The decision for one or more commits measured together with the two references: rounds
+// [A, B, t_1 .. t_k]. `b_worse`: B is the slower (or larger) level. Each commit is decided at the first
+// look where either the side rule (the sign of d, CI excluding 0) decides, or — with `levels` —
+// it is clearly apart from both references (vs_a and vs_b each "worse"/"better" in the threshold rule:
+// CI excluding 0 and not inside the equivalence band). At the deciding look an apartness from both
+// levels makes it `between` / `beyond_*` rather than `a` / `b`. Looks at min_n * 2^k (Bonferroni over the
+// planned looks, per test); the apartness tests use alpha / 10 (a false intermediate level costs a whole
+// extra search, a false side only a wrong turn that verification catches). The stop rule of a measurement is "every commit decided".
+class StepRule {
+ public:
+  // extend: when the side is decided but the commit may lie past its side's level (that test unsure, its
+  // estimate beyond the threshold), keep measuring to settle it (for report_improvements: a level past
+  // the last one marks an improvement inside the range).
+  StepRule(double threshold, double alpha, int min_n, int max_n, int commits, bool b_worse, bool levels,
+           bool extend = false);
+  bool operator()(const Rounds& r);                  // true when every commit is decided
+  std::vector<StepDecision> finish(const Rounds& r);  // per commit (a final look if the budget ended between looks)
+
+ private:
+  void look(const Rounds& r, int64_t n, bool last);
+  stats::DecisionConfig side_cfg_, lvl_cfg_;
+  std::vector<stats::SequentialPaired> side_, va_, vb_;
+  std::vector<StepDecision> out_;
+  std::vector<bool> done_;
+  bool b_worse_, levels_, extend_;
+  double band_ = 0;
+  int64_t looked_at_ = 0;
+};
+
 // Side of a step decision: worse -> bad, better -> good, otherwise nullopt (unsure).
 std::optional<Side> side_of(const stats::Decision& d);
 

@@ -75,11 +75,60 @@ json commit_json(const git::CommitInfo& c) {
 
 std::string final_line(const Outcome& o, const std::vector<git::CommitInfo>& commits) {
   if (o.verdict == "culprit" && o.culprit >= 0) {
+    // Improvements first, then the other verified regressions by growing effect, the main culprit last.
+    std::string out;
+    for (const auto& c : o.culprits)
+      if (c.improvement && c.verified)
+        out += fmt::format("improvement: {} {}\n", commits[size_t(c.index)].sha, commits[size_t(c.index)].subject);
+    std::vector<const Culprit*> regs;
+    for (const auto& c : o.culprits)
+      if (!c.improvement && c.verified && c.index != o.culprit) regs.push_back(&c);
+    std::sort(regs.begin(), regs.end(), [](const Culprit* a, const Culprit* b) { return std::abs(a->effect) < std::abs(b->effect); });
+    for (const Culprit* c : regs)
+      out += fmt::format("culprit: {} {}\n", commits[size_t(c->index)].sha, commits[size_t(c->index)].subject);
     const auto& c = commits[size_t(o.culprit)];
-    return fmt::format("culprit: {} {}", c.sha, c.subject);
+    return out + fmt::format("culprit: {} {}", c.sha, c.subject);
   }
   return "verdict: " + o.verdict;
 }
+
+namespace {
+
+json culprit_json(const BisectConfig& cfg, const Outcome& o, const Culprit& cu, const std::vector<git::CommitInfo>& commits) {
+  json c = commit_json(commits[size_t(cu.index)]);
+  c["parent"] = commits[size_t(cu.index - 1)].sha;
+  c["kind"] = cu.improvement ? "improvement" : "regression";
+  c["main"] = cu.index == o.culprit;
+  c["verified"] = cu.verified;
+  c["range"] = {commits[size_t(cu.seg_lo)].sha, commits[size_t(cu.seg_hi)].sha};
+  const Step& v = cu.verify;
+  c["evidence"] = v.reason;
+  if (v.measured) {
+    c["effect_pct"] = 100 * v.decision.effect_pct();
+    c["ci_pct"] = {100 * v.decision.ci_lo_pct(), 100 * v.decision.ci_hi_pct()};
+    c["confidence"] = v.decision.conf;
+    c["p_value"] = v.decision.p_value;
+    c["rounds"] = v.rounds;
+  } else if (!timed(cfg)) {
+    c["parent_value"] = cu.parent_value;
+    c["value"] = cu.value;
+    c["change"] = cu.value - cu.parent_value;
+    if (cu.parent_value != 0) c["effect_pct"] = 100 * (cu.value - cu.parent_value) / std::abs(cu.parent_value);
+    c["confidence"] = 1.0;  // a static metric is exact
+  }
+  return c;
+}
+
+std::string culprit_text(const BisectConfig& cfg, const Culprit& cu) {
+  const Step& v = cu.verify;
+  if (v.measured)
+    return fmt::format("{:+.2f}% [{:+.2f}%, {:+.2f}%] vs parent", 100 * v.decision.effect_pct(), 100 * v.decision.ci_lo_pct(),
+                       100 * v.decision.ci_hi_pct());
+  if (!timed(cfg)) return fmt::format("{:g} -> {:g}", cu.parent_value, cu.value);
+  return "";
+}
+
+}  // namespace
 
 json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
   json j;
@@ -122,6 +171,21 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
     }
     j["culprit"] = c;
   }
+  j["culprits"] = json::array();
+  for (const auto& cu : o.culprits) j["culprits"].push_back(culprit_json(cfg, o, cu, commits));
+  j["unresolved"] = json::array();
+  for (const auto& u : o.unresolved) {
+    json x = {{"from", commits[size_t(u.lo)].sha}, {"to", commits[size_t(u.hi)].sha}, {"why", u.why},
+              {"kind", u.improvement ? "improvement" : "regression"}, {"candidates", json::array()}};
+    for (int i : u.candidates) x["candidates"].push_back(commits[size_t(i)].sha);
+    j["unresolved"].push_back(x);
+  }
+  if (!o.weights.empty()) {
+    json w = json::array();
+    for (size_t i = 1; i < o.weights.size(); ++i)
+      if (o.weights[i] != 1.0) w.push_back({{"sha", commits[size_t(i)].sha}, {"weight", o.weights[i]}});
+    j["prior_weights"] = w;  // commits whose prior weight is not 1
+  }
   j["candidates"] = json::array();
   for (int i : o.candidates) {
     json c = commit_json(commits[size_t(i)]);
@@ -134,6 +198,7 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
   j["steps"] = json::array();
   for (const auto& s : o.steps) j["steps"].push_back(step_json(cfg, s, commits));
   j["spent"] = {{"builds", o.builds},
+                {"rounds", o.rounds},
                 {"samples", o.samples},
                 {"wall_s", o.wall_s},
                 {"visited_steps", o.visited},
@@ -156,6 +221,14 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
   md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
                     o.samples, o.wall_s, o.visited, o.measured_steps);
+  if (!o.culprits.empty()) {
+    md += "## Culprits\n\n| commit | subject | kind | verified | effect |\n|---|---|---|---|---|\n";
+    for (const auto& cu : o.culprits)
+      md += fmt::format("| `{}` | {} | {}{} | {} | {} |\n", commits[size_t(cu.index)].sha.substr(0, 12),
+                        md_escape(commits[size_t(cu.index)].subject), cu.improvement ? "improvement" : "regression",
+                        cu.index == o.culprit ? " (main)" : "", cu.verified ? "yes" : "no", culprit_text(cfg, cu));
+    md += "\n";
+  }
   if (!o.candidates.empty()) {
     md += "## Candidates\n\n";
     for (int i : o.candidates)
@@ -172,7 +245,8 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   };
   if (o.reproduce) row(*o.reproduce);
   for (const auto& s : o.steps) row(s);
-  if (o.verify) row(*o.verify);
+  for (const auto& cu : o.culprits) row(cu.verify);
+  if (o.culprits.empty() && o.verify) row(*o.verify);
   return md;
 }
 
@@ -242,7 +316,23 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
                    (L + W - R) / 2, H - 10, n - 1);
   s += fmt::format("<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>\n",
                    (T + H - B) / 2, (T + H - B) / 2, tm ? to_string(cfg.metric) + " vs good (time, %)" : to_string(cfg.metric));
-  if (o.culprit >= 0 && have_bad) {
+  if (o.culprits.size() > 1 && have_bad) {
+    // Several steps: a step line through the verified levels, one label per step.
+    std::string poly = fmt::format("{:.1f},{:.1f}", X(0), Y(good_y));
+    double y = good_y;
+    int k = 0;
+    for (const auto& cu : o.culprits) {
+      if (!cu.verify.has_level) continue;
+      const double xc = X(cu.index - 0.5), ny = yval(cu.verify.level);
+      poly += fmt::format(" {:.1f},{:.1f} {:.1f},{:.1f}", xc, Y(y), xc, Y(ny));
+      y = ny;
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"{}\" text-anchor=\"middle\">{} {}</text>\n", xc, T + 12 + 12 * (k++ % 2),
+                       cu.improvement ? "#282" : "#c33", cu.improvement ? "improvement" : "culprit",
+                       html_escape(commits[size_t(cu.index)].sha.substr(0, 10)));
+    }
+    poly += fmt::format(" {:.1f},{:.1f}", X(n - 1), Y(y));
+    s += "<polyline fill=\"none\" stroke=\"#c33\" stroke-width=\"1.5\" points=\"" + poly + "\"/>\n";
+  } else if (o.culprit >= 0 && have_bad) {
     const double xc = X(o.culprit - 0.5);
     s += fmt::format("<polyline fill=\"none\" stroke=\"#c33\" stroke-width=\"1.5\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} "
                      "{:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
@@ -289,6 +379,15 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   h += "</p>\n<p>" + html_escape(o.summary) + "</p>\n";
   h += fmt::format("<p>Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
                    o.samples, o.wall_s, o.visited, o.measured_steps);
+  if (!o.culprits.empty()) {
+    h += "<table><tr><th>commit</th><th>subject</th><th>kind</th><th>verified</th><th>effect</th></tr>\n";
+    for (const auto& cu : o.culprits)
+      h += fmt::format("<tr><td><code>{}</code></td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td></tr>\n",
+                       html_escape(commits[size_t(cu.index)].sha.substr(0, 12)), html_escape(commits[size_t(cu.index)].subject),
+                       cu.improvement ? "improvement" : "regression", cu.index == o.culprit ? " (main)" : "",
+                       cu.verified ? "yes" : "no", html_escape(culprit_text(cfg, cu)));
+    h += "</table>\n";
+  }
   h += plot_svg(cfg, o, commits);
   h += "<p>Filled circles: measured (bars: 95% CI); hollow: identical code to a classified commit; "
        "crosses: skipped; red line: the step at the culprit.</p>\n";
@@ -300,7 +399,8 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   };
   if (o.reproduce) row(*o.reproduce);
   for (const auto& s : o.steps) row(s);
-  if (o.verify) row(*o.verify);
+  for (const auto& cu : o.culprits) row(cu.verify);
+  if (o.culprits.empty() && o.verify) row(*o.verify);
   h += "</table>\n</body></html>\n";
   return h;
 }

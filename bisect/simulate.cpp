@@ -1,6 +1,7 @@
 #include "bisect/simulate.h"
 
 #include <algorithm>
+#include <utility>
 #include <map>
 
 #include <fmt/format.h>
@@ -25,6 +26,57 @@ History make_history(const SimConfig& c, uint64_t seed) {
     if (i > 0 && i < h.n - 1 && rng.uniform() < c.build_fail) h.build_fails[size_t(i)] = true;
   }
   return h;
+}
+
+History make_history_steps(const SimConfig& c, uint64_t seed, const std::vector<double>& steps, int min_gap) {
+  History h = make_history(c, seed);
+  stats::Rng rng(seed * 0xD1B54A32D192ED03ULL + 5);
+  const int k = int(steps.size());
+  std::vector<int> at;
+  for (int tries = 0; tries < 1000; ++tries) {
+    at.clear();
+    for (int j = 0; j < k; ++j) at.push_back(1 + int(rng.below(uint64_t(h.n - 1))));
+    std::sort(at.begin(), at.end());
+    bool ok = true;
+    for (int j = 1; j < k; ++j)
+      if (at[size_t(j)] - at[size_t(j - 1)] < min_gap) ok = false;
+    if (ok) break;
+  }
+  h.changes.clear();
+  for (int j = 0; j < k; ++j) h.changes.emplace_back(at[size_t(j)], steps[size_t(j)]);
+  // The main culprit: the largest regression.
+  double best = 0;
+  for (const auto& [i, st] : h.changes)
+    if (st > best) {
+      best = st;
+      h.culprit = i;
+    }
+  // Every change commit changes code and builds.
+  const std::vector<uint64_t> orig = h.code;
+  uint64_t next_code = orig[0];
+  for (const auto& [i, st] : h.changes) h.build_fails[size_t(i)] = false;
+  for (int i = 1; i < h.n; ++i) {
+    bool change = orig[size_t(i)] != orig[size_t(i - 1)];
+    for (const auto& [k2, st] : h.changes) change = change || k2 == i;
+    if (change) ++next_code;
+    h.code[size_t(i)] = next_code;
+  }
+  return h;
+}
+
+std::vector<int> History::regressions() const {
+  if (changes.empty()) return {culprit};
+  std::vector<int> r;
+  for (const auto& [i, st] : changes)
+    if (st > 0) r.push_back(i);
+  return r;
+}
+
+std::vector<int> History::improvements() const {
+  std::vector<int> r;
+  for (const auto& [i, st] : changes)
+    if (st < 0) r.push_back(i);
+  return r;
 }
 
 std::string SimLab::sha_of(int i) { return fmt::format("sim{:06d}", i); }
@@ -80,7 +132,7 @@ void score(MethodResult& r, const History& h, const std::string& verdict, int cu
 
 }  // namespace
 
-MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed) {
+MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, const RunOptions& opts) {
   SimLab lab(c, h, seed);
   Plan p;
   for (int i = 0; i < h.n; ++i) p.shas.push_back(SimLab::sha_of(i));
@@ -92,6 +144,11 @@ MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed) {
   p.alpha = c.alpha;
   p.max_step_s = 1e9;
   p.seed = seed;
+  p.weights = opts.weights;
+  p.workers = opts.workers;
+  p.several = opts.several;
+  p.report_improvements = opts.report_improvements;
+  p.use_hashes = opts.use_hashes;
   Outcome o = run_bisection(p, lab, nullptr);
   MethodResult r;
   score(r, h, o.verdict, o.verdict == "culprit" || o.verdict == "unverified" ? o.culprit : -1, o.candidates);
@@ -100,6 +157,24 @@ MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed) {
   r.samples = o.samples;
   r.visited = o.visited;
   r.measured = o.measured_steps;
+  r.rounds = o.rounds;
+  const auto regs = h.regressions(), imps = h.improvements();
+  auto has = [](const std::vector<int>& v, int i) { return std::find(v.begin(), v.end(), i) != v.end(); };
+  bool spurious = false;
+  for (const auto& cu : o.culprits) {
+    if (!cu.verified) continue;
+    if (cu.improvement) {
+      ++r.improvements_found;
+      if (has(imps, cu.index)) ++r.improvements_true;
+      else spurious = true;
+    } else {
+      ++r.regressions_found;
+      if (has(regs, cu.index)) ++r.regressions_true;
+      else spurious = true;
+    }
+  }
+  r.all_found = !spurious && r.regressions_true == int(regs.size()) &&
+                (!opts.report_improvements || r.improvements_true == int(imps.size()));
   return r;
 }
 
@@ -128,7 +203,7 @@ MethodResult run_plain_bisect(const SimConfig& c, const History& h, uint64_t see
   return r;
 }
 
-MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed) {
+MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed, bool told) {
   NoiseModel m = c.noise;
   m.seed = seed ^ 0x5A5A5A5AULL;
   NoiseGenerator gen(m);
@@ -154,7 +229,7 @@ MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed) {
     }
   };
   r.builds = 2;
-  if (!different(0, h.n - 1)) {
+  if (!told && !different(0, h.n - 1)) {
     score(r, h, "not-reproduced", -1, {});
     return r;
   }

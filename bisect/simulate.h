@@ -39,13 +39,27 @@ struct SimConfig {
 
 struct History {
   int n = 0;                    // commits including good (index 0) and bad (index n-1)
-  int culprit = 0;              // first slow commit, 1..n-1
+  int culprit = 0;              // first slow commit, 1..n-1 (with `changes`: the largest regression)
+  // Several changes: (commit, relative step) in commit order, e.g. {{300, +0.01}, {700, +0.005},
+  // {900, -0.004}}: two regressions and a partial recovery. Empty: one step of SimConfig::step at culprit.
+  std::vector<std::pair<int, double>> changes;
   std::vector<bool> build_fails;
   std::vector<uint64_t> code;   // code identity per commit
-  double time_at(int i, const SimConfig& c) const { return c.base_time * (i >= culprit ? 1 + c.step : 1.0); }
+  double time_at(int i, const SimConfig& c) const {
+    if (changes.empty()) return c.base_time * (i >= culprit ? 1 + c.step : 1.0);
+    double t = c.base_time;
+    for (const auto& [k, step] : changes)
+      if (i >= k) t *= 1 + step;
+    return t;
+  }
+  std::vector<int> regressions() const;   // commits of the changes > 0 (or {culprit})
+  std::vector<int> improvements() const;  // commits of the changes < 0
 };
 
 History make_history(const SimConfig& c, uint64_t seed);
+// A history with several changes of the given relative sizes at random distinct commits (at least
+// min_gap commits apart, in the order given).
+History make_history_steps(const SimConfig& c, uint64_t seed, const std::vector<double>& steps, int min_gap = 8);
 
 struct MethodResult {
   bool exact = false;    // named the true culprit
@@ -54,6 +68,18 @@ struct MethodResult {
   int builds = 0;
   int64_t samples = 0;
   int visited = 0, measured = 0;
+  int rounds = 0;
+  // Several changes: verified regressions / improvements named, those that are true, and spurious ones.
+  int regressions_found = 0, regressions_true = 0, improvements_found = 0, improvements_true = 0;
+  bool all_found = false;  // every true regression (and improvement, when asked) named, nothing else
+};
+
+// kbisect's settings beyond SimConfig for one run.
+struct RunOptions {
+  std::vector<double> weights;  // prior weights per commit (empty: uniform)
+  int workers = 1;
+  bool several = true, report_improvements = false;
+  bool use_hashes = true;
 };
 
 class SimLab : public Lab {
@@ -70,8 +96,9 @@ class SimLab : public Lab {
   const History& h_;
 };
 
-MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed);
+MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, const RunOptions& opts = {});
 MethodResult run_plain_bisect(const SimConfig& c, const History& h, uint64_t seed);
-MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed);
+// told: Pinpoint is told the regression exists (its good-vs-bad reproduction gate is skipped).
+MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed, bool told = false);
 
 }  // namespace kb::bisect

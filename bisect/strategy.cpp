@@ -60,6 +60,56 @@ std::optional<int> Strategy::next() const {
   return best;
 }
 
+std::vector<int> Strategy::next_k(int k) const {
+  std::vector<int> out;
+  if (k <= 1) {
+    if (auto m = next()) out.push_back(*m);
+    return out;
+  }
+  if (hi_ == lo_ + 1) return out;
+  std::vector<int> free;         // untested commits in (lo, hi)
+  std::vector<double> left;      // weight of candidates lo+1..m for each of them
+  double total = 0, acc = 0;
+  for (int i = lo_ + 1; i <= hi_; ++i) total += weight_[size_t(i)];
+  for (int m = lo_ + 1; m < hi_; ++m) {
+    acc += weight_[size_t(m)];
+    if (state_[size_t(m)]) continue;
+    free.push_back(m);
+    left.push_back(acc);
+  }
+  if (int(free.size()) <= k) return free;
+  // Greedy over the targets j/(k+1) of the mass: the free commit whose left weight is nearest each target,
+  // never one already taken (ties: the nearer to the middle of the free commits after the last pick).
+  std::vector<bool> taken(free.size(), false);
+  size_t from = 0;
+  for (int j = 1; j <= k; ++j) {
+    const double target = total * double(j) / double(k + 1);
+    const size_t remaining_picks = size_t(k - j);
+    std::optional<size_t> best;
+    double best_d = 0;
+    // Leave room for the picks still to come (each needs its own commit to the right).
+    for (size_t q = from; q + remaining_picks < free.size(); ++q) {
+      if (taken[q]) continue;
+      const double d = std::abs(left[q] - target);
+      if (!best || d < best_d - 1e-12 * total) {
+        best = q;
+        best_d = d;
+      }
+    }
+    if (!best) break;
+    taken[*best] = true;
+    out.push_back(free[*best]);
+    from = *best + 1;
+  }
+  return out;
+}
+
+double Strategy::remaining_weight() const {
+  double total = 0;
+  for (int i = lo_ + 1; i <= hi_; ++i) total += weight_[size_t(i)];
+  return total;
+}
+
 void Strategy::record(int i, Side s) {
   if (i <= 0 || i >= size() - 1) throw std::logic_error(fmt::format("index {} is an endpoint or outside the range", i));
   state_[size_t(i)] = s;

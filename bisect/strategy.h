@@ -31,6 +31,13 @@ class Strategy {
   int hi() const { return hi_; }
   // The next commit to test, or nullopt when the culprit is found or ambiguous.
   std::optional<int> next() const;
+  // Up to k distinct untested commits in (lo, hi) that split the candidates' weight into k+1 parts as
+  // evenly as possible (for parallel rounds: probe and measure them together), in increasing order.
+  // next_k(1) is {next()}. Fewer when fewer untested commits are left; empty when done.
+  std::vector<int> next_k(int k) const;
+  // Weight of the candidates lo+1..hi.
+  double remaining_weight() const;
+  double weight(int i) const { return weight_[size_t(i)]; }
   // Records the outcome at index i (0 < i < n-1). A good/bad outcome outside (lo, hi) that contradicts
   // the known order throws std::logic_error.
   void record(int i, Side s);

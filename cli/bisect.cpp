@@ -1,7 +1,10 @@
 // kbisect bisect CONFIG [--workdir DIR] [--resume]: find the compiler commit that caused a regression.
 // Progress goes to stderr; the report files go to the workdir; the last line on stdout is
-// "culprit: <sha> <subject>" or "verdict: <verdict>". Exit 0 when the bisection ran to a verdict (whatever
-// it is), 2 for bad input (config, refs, an endpoint that cannot be built), 3 for a missing environment.
+// "culprit: <sha> <subject>" (one such line per verified regression, the largest last) or
+// "verdict: <verdict>". Exit status by verdict (bisect::exit_code_for): 0 culprit (named and verified),
+// 1 the regression reproduces but no verified commit was named (ambiguous, budget-exhausted, unverified),
+// 4 nothing to bisect (not-reproduced, inconclusive); 2 bad input (config, refs, an endpoint that cannot be
+// built), 3 a missing environment.
 #include <iostream>
 
 #include <fmt/format.h>
@@ -19,28 +22,36 @@ namespace {
 struct Args {
   std::string config, workdir;
   bool resume = false, quiet = false;
+  bool report_improvements = false;
+  int parallel = 0;
 };
 
 int run(const Args& a) {
   bisect::BisectConfig cfg = bisect::load_bisect_config(a.config);
   bisect::Log log;
   if (!a.quiet) log = [](const std::string& s) { std::cerr << s << "\n"; };
-  bisect::BisectRun r = bisect::bisect(cfg, a.workdir, a.resume, log);
+  bisect::BisectRun r = bisect::bisect(cfg, a.workdir, a.resume, log, a.report_improvements, a.parallel);
   const auto& o = r.outcome;
   std::cout << fmt::format("{}\n", o.summary);
+  for (const auto& c : o.culprits) {
+    const auto& v = c.verify;
+    std::cout << fmt::format("  {} {} {}: {} ({})\n", c.improvement ? "improvement" : "regression",
+                             c.verified ? "verified" : "NOT verified", r.commits[size_t(c.index)].sha.substr(0, 12),
+                             r.commits[size_t(c.index)].subject, v.reason);
+  }
   if (!o.candidates.empty()) {
     std::cout << "candidates:\n";
     for (int i : o.candidates)
       std::cout << fmt::format("  {} {}\n", r.commits[size_t(i)].sha, r.commits[size_t(i)].subject);
   }
-  std::cout << fmt::format("spent: {} builds, {} timing samples, {:.1f} s ({} steps, {} measured)\n", o.builds, o.samples,
-                           o.wall_s, o.visited, o.measured_steps);
+  std::cout << fmt::format("spent: {} builds, {} timing samples, {:.1f} s ({} steps in {} rounds, {} measured)\n",
+                           o.builds, o.samples, o.wall_s, o.visited, o.rounds, o.measured_steps);
   std::cout << fmt::format("reports: {} {} {}\n", r.result_json, r.report_md, r.report_html);
   // Descent into a pin bump (bisect/descend.h): no-op without `descend:` in the config.
   const bisect::DescendResult d = bisect::descend(cfg, r, a.resume, log);
   if (d.status != "not-configured") std::cout << (d.status == "descended" ? bisect::inner_line(d) : d.line) << "\n";
   std::cout << bisect::final_line(o, r.commits) << std::endl;
-  return kExitOk;
+  return bisect::exit_code_for(o);
 }
 
 Registrar reg("bisect",
@@ -53,6 +64,11 @@ Registrar reg("bisect",
                                 "where builds, the journal and the reports go (default: kbisect-bisect-<name> next to the config)");
                 app->add_flag("--resume", a->resume, "continue the journal in the workdir (no build or measurement is repeated)");
                 app->add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");
+                app->add_flag("--report-improvements", a->report_improvements,
+                              "also find and report commits inside the range that make the metric better");
+                app->add_option("--parallel", a->parallel,
+                                "commits probed concurrently and measured together per round (default: the config's parallel, 1)")
+                    ->check(CLI::Range(1, 64));
                 return [a] { return run(*a); };
               });
 

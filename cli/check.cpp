@@ -1,6 +1,9 @@
 // kbisect check CONFIG --commit REV: one commit's side, for `git bisect run`:
 // exit 0 good, 1 bad, 125 skip (build / compile failure, or undecided within the budget).
-// Errors follow the usual codes (2 bad input, 3 environment missing).
+// Anything that is not a verdict on the commit (a bad config or ref, a missing compiler, an endpoint that
+// cannot be built, an internal error) exits 128 + the usual code (130 bad input, 131 environment missing,
+// 198 internal), which `git bisect run` treats as "abort the bisection" — never as "bad". (Errors in the
+// command line itself are reported by the argument parser with 2 before this runs.)
 #include <iostream>
 
 #include <fmt/format.h>
@@ -17,7 +20,26 @@ struct Args {
   std::string config, commit, workdir;
 };
 
+constexpr int kAbortBase = 128;  // git bisect run aborts on exit codes >= 128
+
+int classify(const Args& a);
+
 int run(const Args& a) {
+  try {
+    return classify(a);
+  } catch (const CompileError& e) {
+    std::cerr << "kbisect: error: " << e.what() << "\n" << tail(e.log(), 2000) << "\n";
+    return kAbortBase + e.exit_code();
+  } catch (const Error& e) {
+    std::cerr << "kbisect: error: " << e.what() << "\n";
+    return kAbortBase + e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "kbisect: internal error: " << e.what() << "\n";
+    return kAbortBase + 70;
+  }
+}
+
+int classify(const Args& a) {
   bisect::BisectConfig cfg = bisect::load_bisect_config(a.config);
   bisect::Log log = [](const std::string& s) { std::cerr << s << "\n"; };
   bisect::CheckResult r = bisect::check_commit(cfg, a.workdir, a.commit, log);
@@ -31,7 +53,7 @@ int run(const Args& a) {
 }
 
 Registrar reg("check",
-              "Classify one commit for `git bisect run`: exit 0 good, 1 bad, 125 skip",
+              "Classify one commit for `git bisect run`: exit 0 good, 1 bad, 125 skip; errors exit 128+ (git bisect run aborts)",
               [](CLI::App* app) {
                 auto a = std::make_shared<Args>();
                 app->add_option("CONFIG", a->config, "bisect config (YAML)")->required();

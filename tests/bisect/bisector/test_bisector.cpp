@@ -484,9 +484,59 @@ TEST(Check, ExitCodesForGitBisectRun) {
   EXPECT_EQ(r3.exit_code, 1) << r3.out << r3.err;
   auto r4 = check(s[4].substr(0, 12));
   EXPECT_EQ(r4.exit_code, 1) << r4.out << r4.err;
+  // An error is not a verdict: 128 + the usual code (130 bad input), which git bisect run reads as "abort".
   auto r5 = check("no-such-ref");
-  EXPECT_EQ(r5.exit_code, 2) << r5.err;
+  EXPECT_EQ(r5.exit_code, 130) << r5.err;
   EXPECT_NE(r5.err.find("no-such-ref"), std::string::npos);
   // Builds are cached by sha in the workdir: a second check of the same commit builds nothing.
   EXPECT_TRUE(kb::file_exists(r.tmp() + "/work/toolchains/" + s[3] + "/toolchain.yaml"));
+}
+
+// `git bisect run kbisect check ...` end to end: names the culprit, skips the broken commit; a config error
+// aborts git's bisection instead of marking commits bad. `kbisect bisect` exits by verdict.
+TEST(Check, RealGitBisectRunAndBisectExitCodes) {
+  ASSERT_TRUE(kb::file_exists(kBinary));
+  GitRepo r;
+  std::vector<std::string> s;
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O1")}}, "good"));
+  s.push_back(r.commit({{"tc.yaml", "name: [broken\n"}}, "broken spec"));
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O1 -fno-omit-frame-pointer")}}, "fixed, frame pointer"));
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -funroll-loops -march=x86-64-v3")}}, "unroll everything"));
+  s.push_back(r.commit({{"README", "1\n"}}, "docs"));
+  s.push_back(r.commit({{"README", "2\n"}}, "bad end"));
+  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"));
+  kb::RunOptions o;
+  o.timeout_s = 300;
+  o.cwd = r.path();
+  o.env_set = {{"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"}, {"LC_ALL", "C"}};
+  auto git = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"git", "-c", "user.name=T", "-c", "user.email=t@example.com"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return kb::run_process(argv, o);
+  };
+  ASSERT_TRUE(git({"bisect", "start", s.back(), s.front()}).ok());
+  auto run = git({"bisect", "run", kBinary, "check", cfgp, "--commit", "HEAD", "--workdir", r.tmp() + "/work"});
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_NE(run.out.find(s[3] + " is the first bad commit"), std::string::npos) << run.out << run.err;
+  git({"bisect", "reset"});
+
+  // A config whose good ref does not exist: every check fails with 130 and git aborts the run.
+  const std::string badcfg = write_config(r, config(r, "no-such-ref", s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "bad.yaml");
+  ASSERT_TRUE(git({"bisect", "start", s.back(), s.front()}).ok());
+  auto aborted = git({"bisect", "run", kBinary, "check", badcfg, "--commit", "HEAD", "--workdir", r.tmp() + "/work2"});
+  EXPECT_NE(aborted.exit_code, 0) << aborted.out << aborted.err;
+  EXPECT_EQ((aborted.out + aborted.err).find("is the first bad commit"), std::string::npos) << aborted.out << aborted.err;
+  EXPECT_NE((aborted.out + aborted.err).find("130"), std::string::npos) << aborted.out << aborted.err;
+  git({"bisect", "reset"});
+
+  // kbisect bisect: 0 when a culprit is named, 4 when there is nothing to bisect.
+  kb::RunOptions bo;
+  bo.timeout_s = 300;
+  auto found = kb::run_process({kBinary, "bisect", cfgp, "--workdir", r.tmp() + "/w-found", "-q"}, bo);
+  EXPECT_EQ(found.exit_code, 0) << found.out << found.err;
+  EXPECT_EQ(last_line(found.out), "culprit: " + s[3] + " unroll everything");
+  const std::string flat = write_config(r, config(r, s[3], s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "flat.yaml");
+  auto nothing = kb::run_process({kBinary, "bisect", flat, "--workdir", r.tmp() + "/w-flat", "-q"}, bo);
+  EXPECT_EQ(nothing.exit_code, 4) << nothing.out << nothing.err;
+  EXPECT_EQ(last_line(nothing.out), "verdict: not-reproduced");
 }
