@@ -297,13 +297,32 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
     throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   if (!root.IsMap()) throw InputError(fmt::format("{}: a sweep must be a mapping with 'benchmarks'", origin));
-  check_keys(cx, root, "sweep", {"name", "description", "tier", "toolchains", "measure", "shape_sets", "benchmarks"});
+  check_keys(cx, root, "sweep", {"name", "description", "tier", "tiers", "toolchains", "measure", "shape_sets", "benchmarks"});
   const std::string base_dir = fs::absolute(origin).parent_path().string();
 
   Sweep sw;
   sw.file = origin;
   sw.name = root["name"] ? root["name"].as<std::string>() : fs::path(origin).stem().string();
   std::string default_tier = root["tier"] ? check_tier(cx, root["tier"]) : "l1";
+  // Per-tier budgets: `tiers: {l1: {budget_s: 60}, l2: {budget_s: 3600}}` (applied after expansion below).
+  if (auto t = root["tiers"]) {
+    if (!t.IsMap()) cx.fail(t, "'tiers' must be a mapping like {l1: {budget_s: 60}}");
+    for (auto it = t.begin(); it != t.end(); ++it) {
+      const std::string name = check_tier(cx, it->first);
+      const YAML::Node spec = it->second;
+      if (!spec.IsMap()) cx.fail(spec, fmt::format("'tiers.{}' must be a mapping {{budget_s: SECONDS}}", name));
+      check_keys(cx, spec, "tiers." + name, {"budget_s"});
+      if (!spec["budget_s"]) cx.fail(spec, fmt::format("'tiers.{}' is missing field 'budget_s'", name));
+      double b = 0;
+      try {
+        b = spec["budget_s"].as<double>();
+      } catch (const YAML::Exception&) {
+        cx.fail(spec["budget_s"], fmt::format("'tiers.{}.budget_s' must be a number of seconds", name));
+      }
+      if (!(b > 0) || !std::isfinite(b)) cx.fail(spec["budget_s"], fmt::format("'tiers.{}.budget_s' must be positive", name));
+      sw.tier_budget_s[name] = b;
+    }
+  }
   MeasureConfig base_measure;
   apply_measure(cx, root["measure"], base_measure);
   std::map<std::string, std::string> sets;
@@ -451,6 +470,21 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
       std::string tn;
       for (const auto& t : tcs) tn += (tn.empty() ? "" : ", ") + t->name + " (" + t->backend + ")";
       cx.fail(b["kernel"], fmt::format("kernel '{}' has no toolchain of its backend among: {}", kname, tn));
+    }
+  }
+  // A tier budget caps the measuring time of that tier's runnable cases together: each of its n cases gets
+  // at most budget_s / n (warm-up at most a quarter of that). Compile and correctness time come on top.
+  for (const auto& [tier, budget] : sw.tier_budget_s) {
+    size_t n = 0;
+    for (const auto& pc : sw.cases)
+      if (pc.c.tier == tier && !pc.skip_reason) ++n;
+    if (n == 0) continue;
+    const double cap = budget / double(n);
+    for (auto& pc : sw.cases) {
+      if (pc.c.tier != tier) continue;
+      pc.measure.max_time_s = std::min(pc.measure.max_time_s, cap);
+      pc.measure.min_time_s = std::min(pc.measure.min_time_s, cap);
+      pc.measure.warmup_s = std::min(pc.measure.warmup_s, cap / 4);
     }
   }
   return sw;

@@ -3,6 +3,8 @@
 //
 //   name: smoke
 //   tier: l1                         # default tier of the benchmarks
+//   tiers: {l1: {budget_s: 60}, l2: {budget_s: 3600}}   # optional: measuring-time budget per tier, split
+//                                    # evenly over the tier's runnable cases (caps measure.max_time_s)
 //   toolchains: [clang-19, my-tc.yaml]
 //   measure: {mode: hot, warmup_s: 0.05, min_samples: 10, max_samples: 2000, min_time_s: 0.05,
 //             max_time_s: 3, noise: 0.5%, min_sample_s: 0.0005}
@@ -20,6 +22,7 @@
 //       toolchains: [g++]            # optional per-benchmark override
 //       measure: {...}               # optional per-benchmark override
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +51,7 @@ struct Sweep {
   std::string name, file;
   std::vector<std::shared_ptr<const Toolchain>> toolchains;  // resolved (identity computed)
   std::vector<PlannedCase> cases;      // expanded, filtered
+  std::map<std::string, double> tier_budget_s;  // `tiers: {l1: {budget_s: 60}}`: measuring time per tier
 };
 
 // Parses and expands a sweep file. Throws InputError with file:line:col and the field for bad input.
