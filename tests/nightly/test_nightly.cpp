@@ -307,3 +307,41 @@ TEST(Nightly, ChangePointAlertsOnceWherePairwiseCompareStaysQuiet) {
   EXPECT_GE(first_alert, 8);
   EXPECT_LE(first_alert, 12) << "exit codes per night: " << fmt::format("{}", fmt::join(codes, ","));
 }
+
+// ---- the same auto-bisect as a Slurm job (bisect.scheduler: slurm), the nightly itself on Slurm -------
+
+TEST(NightlySlurm, AutoBisectRunsAsASlurmJob) {
+  kbtest::LocalSlurm slurm;
+  if (std::string reason = slurm.start(); !reason.empty()) GTEST_SKIP() << "no local Slurm: " << reason;
+  kbtest::GitRepo repo;
+  std::vector<std::string> s;
+  s.push_back(repo.commit({{"tc.yaml", kbtest::cpu_toolchain("-O3 -march=native")}}, "good: -O3"));
+  TempDir t;
+  const std::string cfg = write(
+      t.path + "/nightly.yaml",
+      tiny_config(t.path + "/out",
+                  fmt::format("compiler:\n  repo: {}\n  provider: {{in_tree: tc.yaml}}\n"
+                              "bisect:\n  threshold: 20%\n  scheduler: slurm\n"
+                              "  budgets: {{max_builds: 20, max_samples_per_step: 64}}\n"
+                              "  measure: {{min_samples: 8, max_step_s: 20, warmup_s: 0.01}}\n",
+                              repo.path())));
+  auto r1 = kbisect({"nightly", cfg, "--scheduler", "slurm", "--date", "2026-12-01", "--wait-s", "240", "-q"}, 300);
+  ASSERT_EQ(r1.exit_code, 0) << why(r1);
+  s.push_back(repo.commit({{"tc.yaml", kbtest::cpu_toolchain("-O0")}}, "switch to -O0"));
+  s.push_back(repo.commit({{"README", "docs\n"}}, "docs"));
+  auto r2 = kbisect({"nightly", cfg, "--scheduler", "slurm", "--date", "2026-12-02", "--wait-s", "240", "-q"}, 300);
+  ASSERT_EQ(r2.exit_code, 1) << why(r2);
+  const std::string run = t.path + "/out/2026-12-02";
+  const json nj = json::parse(kb::read_file(run + "/nightly.json"));
+  ASSERT_EQ(nj["bisections"].size(), 1u) << nj.dump(2);
+  const auto& b = nj["bisections"][0];
+  ASSERT_EQ(b["status"], "submitted") << b.dump(2);
+  const std::string job = b["job_id"];
+  ASSERT_TRUE(kb::slurm::wait_gone({job}, 240, 0.5)) << "bisect job " << job << " still queued";
+  const std::string result = run + "/bisect/1/work/result.json";
+  ASSERT_TRUE(kb::file_exists(result)) << kb::tail(kb::read_file(run + "/bisect/1/bisect.out"), 3000);
+  const json res = json::parse(kb::read_file(result));
+  EXPECT_EQ(res["verdict"], "culprit") << res.dump(2);
+  EXPECT_EQ(res["culprit"]["sha"], s[1]);
+  EXPECT_NE(kb::read_file(run + "/report.html").find("bisect/1/work/report.html"), std::string::npos);
+}
