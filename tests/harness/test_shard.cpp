@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <functional>
 #include <set>
@@ -226,6 +227,12 @@ benchmarks:
   auto miss = run({"merge", dir + "/a", "-o", dir + "/m2"});
   EXPECT_EQ(miss.exit_code, 2);
   EXPECT_NE(miss.err.find("shard 2/2 missing"), std::string::npos) << miss.err;
+
+  // A shard that started (shard.json written) but left no results: incomplete, with its cases named.
+  std::remove((dir + "/b/results.json").c_str());
+  auto inc = run({"merge", dir + "/a", dir + "/b", "-o", dir + "/m3"});
+  EXPECT_EQ(inc.exit_code, 2);
+  EXPECT_NE(inc.err.find("shard 2/2 incomplete"), std::string::npos) << inc.err;
 
   auto bad = run({"sweep", dir + "/s.yaml", "--shard", "3/2"});
   EXPECT_EQ(bad.exit_code, 2);
