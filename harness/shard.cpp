@@ -231,7 +231,9 @@ RunResults merge_results(const std::vector<RunResults>& shards, const std::vecto
       std::vector<std::string> ids;  // from the partition every shard records
       for (size_t p = 0; p < ref.total_cases; ++p)
         if (ref.assignment[p] == s) ids.push_back(ref.all_case_ids[p]);
-      problems.push_back(fmt::format("shard {} missing ({} cases: {})", spec.str(), ids.size(), join_limited(ids)));
+      problems.push_back(ids.empty() ? fmt::format("shard {} missing (an empty shard: 0 cases)", spec.str())
+                                     : fmt::format("shard {} missing ({} cases: {})", spec.str(), ids.size(),
+                                                   join_limited(ids)));
       continue;
     }
     if (got.size() > 1) {
