@@ -200,7 +200,7 @@ TEST(Nightly, ToolchainChangeAlertsAndAutoBisectNamesTheCommit) {
   const std::string cfg_text = tiny_config(
       t.path + "/out",
       fmt::format("compiler:\n  repo: {}\n  ref: main\n  provider: {{in_tree: tc.yaml}}\n"
-                  "bisect:\n  threshold: 20%\n  budgets: {{max_builds: 20, max_samples_per_step: 64}}\n"
+                  "bisect:\n  threshold: 20%\n  parallel: 2\n  budgets: {{max_builds: 20, max_samples_per_step: 64}}\n"
                   "  measure: {{min_samples: 8, max_step_s: 20, warmup_s: 0.01}}\n",
                   repo.path()));
   const std::string cfg = write(t.path + "/nightly.yaml", cfg_text);
@@ -229,9 +229,12 @@ TEST(Nightly, ToolchainChangeAlertsAndAutoBisectNamesTheCommit) {
   EXPECT_EQ(b["result"]["verdict"], "culprit") << b.dump(2);
   EXPECT_EQ(b["result"]["culprit"]["sha"], s[2]);
   EXPECT_EQ(b["final_line"], "culprit: " + s[2] + " switch to -O0");
+  EXPECT_NE(b["note"].get<std::string>().find("build(s)"), std::string::npos) << b.dump(2);
+  EXPECT_NE(b["note"].get<std::string>().find("round(s)"), std::string::npos) << b.dump(2);
   EXPECT_NE(r2.out.find("culprit: " + s[2]), std::string::npos) << r2.out;
   // The generated bisect config names the range and the alerted cases.
   const std::string bcfg = kb::read_file(run + "/bisect/1/bisect.yaml");
+  EXPECT_NE(bcfg.find("parallel: 2"), std::string::npos) << bcfg;
   EXPECT_NE(bcfg.find(s.front()), std::string::npos);
   EXPECT_NE(bcfg.find("matmul_tiled"), std::string::npos);
   // Report: verdict table, alert, trend plot, link to the bisection report.
