@@ -348,3 +348,18 @@ TEST(NightlySlurm, AutoBisectRunsAsASlurmJob) {
   EXPECT_EQ(res["culprit"]["sha"], s[1]);
   EXPECT_NE(kb::read_file(run + "/report.html").find("bisect/1/work/report.html"), std::string::npos);
 }
+
+// The shipped example config stays valid (its site paths swapped for this checkout).
+TEST(NightlyConfig, ShippedSlurmExampleParses) {
+  const std::string path = KBISECT_SOURCE_DIR "/scripts/slurm/nightly.yaml";
+  std::string text = kb::read_file(path);
+  const std::string site_repo = "/shared/src/llvm-project";
+  ASSERT_NE(text.find(site_repo), std::string::npos);
+  text.replace(text.find(site_repo), site_repo.size(), KBISECT_SOURCE_DIR);
+  const auto c = kb::nightly::parse_nightly_config(text, path);
+  EXPECT_EQ(c.shards, 8);
+  EXPECT_EQ(c.slurm.gres, "gpu:h100:1");
+  EXPECT_EQ(c.bisect.scheduler, "slurm");
+  ASSERT_TRUE(c.compiler.has_value());
+  EXPECT_TRUE(kb::file_exists(c.sweep)) << c.sweep;
+}
