@@ -356,7 +356,17 @@ Plan make_plan(const NightlyConfig& cfg, const std::string& date, const std::str
   p.history = cfg.history;
   p.kbisect = kbisect_binary;
   p.created = now_iso8601();
+  if (file_exists(p.run_dir + "/nightly.json"))
+    throw InputError(fmt::format("{} already holds a finished nightly (nightly.json); choose another --date or remove the "
+                                 "directory (re-run only the finish step with 'kbisect nightly-finish {}')",
+                                 p.run_dir, p.run_dir));
   make_dirs(p.run_dir);
+  // Leftovers of an attempt that died before its finish step must not be merged with tonight's shards.
+  for (int i = 1; i <= p.shards; ++i)
+    for (const std::string& f : {p.shard_dir(i) + "/results.json", p.shard_dir(i) + "/shard.json",
+                                 fmt::format("{}/shard-{}.rc", p.run_dir, i), fmt::format("{}/shard-{}.log", p.run_dir, i)})
+      if (fs::is_regular_file(f)) fs::remove(f);
+  if (fs::is_regular_file(p.run_dir + "/shards.json")) fs::remove(p.run_dir + "/shards.json");
   if (cfg.compiler) {
     const CompilerSpec& c = *cfg.compiler;
     git::Repo repo(c.repo);

@@ -138,6 +138,10 @@ TEST(Nightly, LocalShardsMergeToTheUnshardedCaseSet) {
   EXPECT_GT(nj["run_id"].get<int64_t>(), 0);
   EXPECT_TRUE(kb::file_exists(t.path + "/out/history.sqlite"));
   EXPECT_NE(kb::read_file(run + "/report.md").find("first nightly"), std::string::npos);
+  // A finished night is not planned again (that would mix two measurements under one date).
+  auto again = kbisect({"nightly", cfg, "--scheduler", "local", "--date", "2026-12-01", "-q"});
+  EXPECT_EQ(again.exit_code, 2) << why(again);
+  EXPECT_NE(again.err.find("already holds a finished nightly"), std::string::npos) << again.err;
   // The history lists the night.
   auto h = kbisect({"history", ".*", "--db", t.path + "/out/history.sqlite", "--format", "json"});
   EXPECT_TRUE(h.ok()) << why(h);
