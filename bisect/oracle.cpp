@@ -120,7 +120,11 @@ std::string to_string(Level l) {
 
 StepRule::StepRule(double threshold, double alpha, int min_n, int max_n, int commits, bool b_worse, bool levels,
                    bool extend)
-    : b_worse_(b_worse), levels_(levels), extend_(extend && levels), band_(std::log1p(threshold)) {
+    : b_worse_(b_worse),
+      levels_(levels),
+      extend_between_(levels),
+      extend_beyond_(extend && levels),
+      band_(std::log1p(threshold)) {
   side_cfg_.threshold = 1e-9;  // only the sign of d matters for the side
   side_cfg_.alpha = alpha;
   side_cfg_.min_n = min_n;
@@ -163,12 +167,16 @@ void StepRule::look(const Rounds& r, int64_t n, bool last) {
     else if (levels_ && d.vs_a.verdict == toward_a) lv = Level::beyond_a;
     else if (d.side.verdict == toward_b) lv = Level::b;
     else if (d.side.verdict == toward_a) lv = Level::a;
-    if (lv && extend_ && !last) {
-      // Past B (away from A), or past A (away from B), not yet settled: more rounds.
-      const double away_b = b_worse_ ? d.vs_b.effect : -d.vs_b.effect;
-      const double away_a = b_worse_ ? -d.vs_a.effect : d.vs_a.effect;
-      if ((*lv == Level::b && d.vs_b.verdict == Verdict::unsure && away_b > band_) ||
-          (*lv == Level::a && d.vs_a.verdict == Verdict::unsure && away_a > band_))
+    if (lv && (extend_between_ || extend_beyond_) && !last && (*lv == Level::a || *lv == Level::b)) {
+      // The side is decided, but the commit may lie apart from its side's level (that test still open,
+      // its estimate beyond the threshold): toward the other level (intermediate), or away from it (a step
+      // back inside the range). More rounds settle it.
+      const Verdict near = *lv == Level::b ? d.vs_b.verdict : d.vs_a.verdict;
+      // Effect measured from the near level toward the far one.
+      const double toward_far = *lv == Level::b ? (b_worse_ ? -d.vs_b.effect : d.vs_b.effect)
+                                                : (b_worse_ ? d.vs_a.effect : -d.vs_a.effect);
+      if (near == Verdict::unsure &&
+          ((extend_between_ && toward_far > band_) || (extend_beyond_ && -toward_far > band_)))
         lv.reset();
     }
     if (lv) {
@@ -291,7 +299,7 @@ struct RealLab::Loaded {
 RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {}
 RealLab::~RealLab() = default;
 
-RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out) {
+RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out, const ToolchainAtCommit* fetched) {
   if (auto it = loaded_.find(sha); it != loaded_.end()) {
     // Most recently used last: the commits of one measurement are never the ones evicted.
     lru_.erase(std::find(lru_.begin(), lru_.end(), sha));
@@ -306,13 +314,13 @@ RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out) {
     Loaded& ref = *L;
     loaded_[sha] = std::move(L);
     lru_.push_back(sha);
-    while (lru_.size() > 6) {  // executables hold buffers: keep a few commits loaded
+    while (lru_.size() > keep_) {  // executables hold buffers: keep a few commits loaded
       loaded_.erase(lru_.front());
       lru_.erase(lru_.begin());
     }
     return ref;
   };
-  ToolchainAtCommit tc = provider_.get(sha);
+  ToolchainAtCommit tc = fetched ? *fetched : provider_.get(sha);
   p.built = tc.built;
   p.build_s = tc.build_s;
   if (!tc.ok) {
@@ -398,13 +406,22 @@ RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out) {
 }
 
 Probe RealLab::probe(const std::string& sha) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = loaded_.find(sha); it != loaded_.end()) return it->second->probe;
+  }
+  // Outside the lock: the slow part (a toolchain build) of several commits runs concurrently.
+  ToolchainAtCommit tc = provider_.get(sha);
+  std::lock_guard<std::mutex> lock(mu_);
   Probe p;
-  load(sha, &p);
+  load(sha, &p, &tc);
   return p;
 }
 
 Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
                         const RoundsStop& stop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keep_ = std::max<size_t>(6, shas.size());  // every commit of this measurement stays loaded
   std::vector<Loaded*> ls;
   for (const auto& s : shas) {
     Loaded& L = load(s, nullptr);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,9 +114,10 @@ struct StepDecision {
 // extra search, a false side only a wrong turn that verification catches). The stop rule of a measurement is "every commit decided".
 class StepRule {
  public:
-  // extend: when the side is decided but the commit may lie past its side's level (that test unsure, its
-  // estimate beyond the threshold), keep measuring to settle it (for report_improvements: a level past
-  // the last one marks an improvement inside the range).
+  // With `levels`, a commit whose side is decided but whose test against that side's level is still open
+  // with an estimate beyond the threshold toward the other level is measured further (it may be an
+  // intermediate level); with `extend` also when the estimate points away from the other level (past it:
+  // an improvement inside the range, for report_improvements).
   StepRule(double threshold, double alpha, int min_n, int max_n, int commits, bool b_worse, bool levels,
            bool extend = false);
   bool operator()(const Rounds& r);                  // true when every commit is decided
@@ -127,7 +129,7 @@ class StepRule {
   std::vector<stats::SequentialPaired> side_, va_, vb_;
   std::vector<StepDecision> out_;
   std::vector<bool> done_;
-  bool b_worse_, levels_, extend_;
+  bool b_worse_, levels_, extend_between_, extend_beyond_;
   double band_ = 0;
   int64_t looked_at_ = 0;
 };
@@ -150,6 +152,9 @@ double static_metric_value(Metric m, const std::string& backend, const std::map<
 
 // ---- the real lab ----------------------------------------------------------------------------------
 
+// probe() may be called from several threads at once (parallel rounds): the toolchains are fetched or
+// built concurrently (the provider builds each commit in its own worktree and cache directory), the
+// compiles and everything else run one at a time.
 class RealLab : public Lab {
  public:
   RealLab(const BisectConfig& cfg, Provider& provider);
@@ -160,13 +165,15 @@ class RealLab : public Lab {
 
  private:
   struct Loaded;
-  Loaded& load(const std::string& sha, Probe* probe_out);
+  Loaded& load(const std::string& sha, Probe* probe_out, const ToolchainAtCommit* fetched = nullptr);
+  std::mutex mu_;
   const BisectConfig& cfg_;
   Provider& provider_;
   CompileCache cache_;
   ReferenceCache refs_;
   std::map<std::string, std::unique_ptr<Loaded>> loaded_;
   std::vector<std::string> lru_;
+  size_t keep_ = 6;  // commits kept loaded (at least those of the current measurement)
 };
 
 }  // namespace kb::bisect
