@@ -33,13 +33,6 @@ struct Opts {
   uint64_t seed = 1;
 };
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 int do_record(const Opts& o, History& h) {
   std::string path = o.record;
   if (std::filesystem::is_directory(path)) path += "/results.json";

@@ -1,4 +1,5 @@
 #include "harness/printers.h"
+#include "harness/text.h"
 
 #include <algorithm>
 #include <sstream>
@@ -125,12 +126,7 @@ std::string render_markdown(const RunResults& r) {
 
 std::string render_csv(const RunResults& r) {
   std::ostringstream os;
-  auto q = [](const std::string& x) {
-    if (x.find_first_of(",\"\n") == std::string::npos) return x;
-    std::string o = "\"";
-    for (char c : x) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return o + "\"";
-  };
+  const auto q = csv_field;
   os << "kernel,backend,params,M,N,K,dtype,toolchain,toolchain_identity,status,reason,code_bytes,code_hash,compile_s,"
         "samples,median_s,mean_s,stddev_s,min_s,noise,tflops\n";
   for (const auto& c : r.cases) {

@@ -24,6 +24,13 @@ std::string html_escape(const std::string& s) {
   return o;
 }
 
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
 std::string md_escape(const std::string& s) {
   std::string o;
   for (char c : s) {

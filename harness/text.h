@@ -1,4 +1,4 @@
-// Small text helpers shared by the report printers (HTML, Markdown) and YAML readers.
+// Small text helpers shared by the report printers (HTML, Markdown, CSV) and YAML readers.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,6 +12,8 @@ namespace kb {
 std::string html_escape(const std::string& s);  // & < > " '
 // Escapes Markdown table/emphasis characters; newlines become spaces (one table cell per line).
 std::string md_escape(const std::string& s);
+// One CSV field (RFC 4180): quoted when it holds a comma, quote, CR or LF; quotes doubled.
+std::string csv_field(const std::string& s);
 
 // Where a YAML node is, for errors: "file:line:col" (file alone when the node has no mark).
 struct YamlCtx {
