@@ -32,6 +32,23 @@ void update_outer_reports(const BisectRun& outer_run, const DescendResult& d) {
     j["descend"] = d.json;
     write_file_atomic(outer_run.result_json, j.dump(2) + "\n");
   }
+  if (!outer_run.report_html.empty() && file_exists(outer_run.report_html)) {
+    std::string html = read_file(outer_run.report_html);
+    const std::string open = "<section id=\"descend\">", close = "</section><!--descend-->";
+    if (auto at = html.find(open); at != std::string::npos) {
+      auto end = html.find(close, at);
+      html.erase(at, end == std::string::npos ? std::string::npos : end + close.size() - at);
+    }
+    std::string sec = open + "<h2>Descent into <code>" + html_escape(d.pin_file) + "</code></h2><p>" +
+                      html_escape(d.status == "descended" ? inner_line(d) : d.line) + "</p>";
+    if (d.inner)
+      sec += "<p>" + html_escape(d.inner->outcome.summary) + "</p><p>inner report: <a href=\"descend/report.html\">" +
+             "descend/report.html</a></p>";
+    sec += close;
+    const auto body = html.rfind("</body>");
+    html.insert(body == std::string::npos ? html.size() : body, sec);
+    write_file_atomic(outer_run.report_html, html);
+  }
   if (outer_run.report_md.empty() || !file_exists(outer_run.report_md)) return;
   std::string md = read_file(outer_run.report_md);
   const std::string head = "\n## Descent into `" + d.pin_file + "`\n\n";

@@ -143,6 +143,10 @@ TEST(Descend, NamesTheOuterBumpAndTheInnerCommit) {
   const std::string md = kb::read_file(wd + "/report.md");
   EXPECT_NE(md.find("## Descent into `pin.txt`"), std::string::npos) << md;
   EXPECT_NE(md.find(in[3]), std::string::npos) << md;
+  const std::string html = kb::read_file(wd + "/report.html");
+  EXPECT_NE(html.find("Descent into"), std::string::npos);
+  EXPECT_NE(html.find("inner culprit: " + in[3]), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
 }
 
 TEST(Descend, NoDescentWhenTheCulpritLeavesThePinAlone) {
