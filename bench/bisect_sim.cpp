@@ -2,12 +2,19 @@
 // (bisect/simulate), compared with plain bisect and a Pinpoint emulation on the same histories.
 //
 //   bisect_sim [--histories N] [--commits N] [--step F] [--cv F] [--outliers F] [--build-fail F]
-//              [--code-change F] [--threshold F] [--max-samples N] [--threads N] [--seed S]
+//              [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F]
+//              [--threads N] [--seed S] [--extra-histories N (0: the spec scenario only)]
 //
-// Last line: bisect_sim: accuracy=<a> median_builds=<b> median_samples=<c> pinpoint_samples=<d> measured_fraction=<e>
+// After the spec's scenario (one step, the three methods), further scenarios on the same model: Pinpoint
+// told that the regression exists (no reproduction gate), the expected measured fraction from the model
+// (analytic), a realistic code-change rate, prior weights (uniform / informative / misleading), parallel
+// rounds (P = 1, 3, 7) and several changes (two regressions and a partial recovery).
+// Last line (the spec scenario): bisect_sim: accuracy=<a> median_builds=<b> median_samples=<c>
+// pinpoint_samples=<d> measured_fraction=<e>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -50,11 +57,43 @@ Summary summarize(const std::vector<MethodResult>& rs) {
   return s;
 }
 
+// Runs fn(history index, history seed) over n histories on `threads` threads.
+template <class Fn>
+void parallel_for(int n, int threads, Fn fn) {
+  std::atomic<int> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int i; (i = next++) < n;) fn(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+// Expected measured/visited fraction for the spec's model (analytic): a visited commit halfway through a
+// range of R candidates is classified by its code hash when no commit between it and the range end on the
+// culprit-free side changes code: probability (d_hi/R) q0^d_lo + (d_lo/R) q0^d_hi with q0 = 1 - code_change;
+// a visited commit that fails to build is not measured either.
+double expected_measured_fraction(int commits, double code_change, double build_fail) {
+  const double q0 = 1 - code_change;
+  double measured = 0;
+  int steps = 0;
+  for (int R = commits; R >= 2; R = (R + 1) / 2) {
+    const int dl = R / 2, dh = R - dl;
+    const double same = (double(dh) / R) * std::pow(q0, dl) + (double(dl) / R) * std::pow(q0, dh);
+    measured += (1 - build_fail) * (1 - same);
+    ++steps;
+    if (R == 2) break;
+  }
+  return steps ? measured / steps : 0;
+}
+
+double median_of(std::vector<double> v) { return v.empty() ? 0 : kb::stats::median(v); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   SimConfig c;
-  int histories = 200, threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  int histories = 200, extra = 100, threads = int(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) {
@@ -71,10 +110,14 @@ int main(int argc, char** argv) {
     else if (auto v = arg("--threshold")) c.threshold = std::atof(v);
     else if (auto v = arg("--max-samples")) c.max_samples_per_step = std::atoi(v);
     else if (auto v = arg("--threads")) threads = std::max(1, std::atoi(v));
+    else if (auto v = arg("--min-samples")) c.min_samples = std::max(4, std::atoi(v));
+    else if (auto v = arg("--alpha")) c.alpha = std::atof(v);
+    else if (auto v = arg("--extra-histories")) extra = std::max(0, std::atoi(v));
     else if (auto v = arg("--seed")) seed = std::strtoull(v, nullptr, 10);
     else {
       std::cerr << "usage: bisect_sim [--histories N] [--commits N] [--step F] [--cv F] [--outliers F] "
-                   "[--build-fail F] [--code-change F] [--threshold F] [--max-samples N] [--threads N] [--seed S]\n";
+                   "[--build-fail F] [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F] "
+                   "[--threads N] [--seed S] [--extra-histories N]\n";
       return 2;
     }
   }
@@ -124,6 +167,122 @@ int main(int argc, char** argv) {
       "unbuildable (what git bisect also answers); exact: the culprit named.\nkbisect verdicts other than culprit/ambiguous: {} unverified, {} other. "
       "{:.1f} s on {} threads.\n",
       verdicts_unverified, verdicts_other, secs, threads);
+  if (extra > 0) {
+    const size_t ne = size_t(extra);
+    auto hseed = [&](int i) { return seed * 1000003ULL + uint64_t(i); };
+    // (ii) Pinpoint told the regression exists (its reproduction gate skipped).
+    {
+      std::vector<MethodResult> told(nh);
+      parallel_for(histories, threads, [&](int i) {
+        History h = make_history(c, hseed(i));
+        told[size_t(i)] = run_pinpoint(c, h, hseed(i), true);
+      });
+      Summary t = summarize(told);
+      std::cout << fmt::format(
+          "\npinpoint told the regression exists (no good-vs-bad gate), same {} histories: accuracy {:.3f}, median "
+          "builds {:.0f}, median samples {:.0f} (p90 {:.0f}); kbisect's median samples are {:.2f}x that\n",
+          histories, t.accuracy, t.median_builds, t.median_samples, t.p90_samples,
+          t.median_samples > 0 ? a.median_samples / t.median_samples : 0.0);
+    }
+    // (iii) measured fraction: the model's expectation, and a realistic code-change rate.
+    {
+      std::cout << fmt::format(
+          "measured/visited expected from the model (analytic): {:.3f} at {:.0f}% code-changing commits "
+          "(measured above: {:.3f}); {:.3f} at 2%\n",
+          expected_measured_fraction(c.commits, c.code_change, c.build_fail), 100 * c.code_change, a.measured_fraction,
+          expected_measured_fraction(c.commits, 0.02, c.build_fail));
+      SimConfig r = c;
+      r.code_change = 0.02;
+      std::vector<MethodResult> rk(ne);
+      parallel_for(extra, threads, [&](int i) {
+        History h = make_history(r, hseed(i));
+        rk[size_t(i)] = run_kbisect(r, h, hseed(i));
+      });
+      Summary t = summarize(rk);
+      std::cout << fmt::format(
+          "realistic: 2% of commits change this kernel's code ({} histories): accuracy {:.3f}, median builds {:.0f}, "
+          "median samples {:.0f}, measured/visited {:.3f}\n",
+          extra, t.accuracy, t.median_builds, t.median_samples, t.measured_fraction);
+    }
+    // Priors: the culprit's files weighted 5x and 30% of the commits docs-only (0.05); misleading: the
+    // culprit touches only a 0.05-weighted path and 10% of the other commits a 5x one.
+    {
+      std::vector<MethodResult> uni(ne), inf(ne), mis(ne);
+      parallel_for(extra, threads, [&](int i) {
+        History h = make_history(c, hseed(i));
+        kb::stats::Rng rng(hseed(i) ^ 0x5151ULL);
+        std::vector<double> wi(size_t(h.n), 1.0), wm(size_t(h.n), 1.0);
+        for (int k = 1; k < h.n; ++k) {
+          if (rng.uniform() < 0.30) wi[size_t(k)] = 0.05;
+          if (rng.uniform() < 0.10) wm[size_t(k)] = 5;
+        }
+        wi[size_t(h.culprit)] = 5;
+        wm[size_t(h.culprit)] = 0.05;
+        RunOptions o;
+        uni[size_t(i)] = run_kbisect(c, h, hseed(i), o);
+        o.weights = wi;
+        inf[size_t(i)] = run_kbisect(c, h, hseed(i), o);
+        o.weights = wm;
+        mis[size_t(i)] = run_kbisect(c, h, hseed(i), o);
+      });
+      Summary u = summarize(uni), f = summarize(inf), m = summarize(mis);
+      std::cout << fmt::format(
+          "priors ({} histories): median builds uniform {:.0f} (accuracy {:.3f}), informative {:.0f} ({:.3f}), "
+          "misleading {:.0f} ({:.3f}); mean builds {:.1f} / {:.1f} / {:.1f}\n",
+          extra, u.median_builds, u.accuracy, f.median_builds, f.accuracy, m.median_builds, m.accuracy,
+          [&] { double x = 0; for (auto& r : uni) x += r.builds; return x / double(ne); }(),
+          [&] { double x = 0; for (auto& r : inf) x += r.builds; return x / double(ne); }(),
+          [&] { double x = 0; for (auto& r : mis) x += r.builds; return x / double(ne); }());
+    }
+    // Parallel rounds.
+    {
+      std::string line = fmt::format("parallel rounds ({} histories):", extra);
+      for (int P : {1, 3, 7}) {
+        std::vector<MethodResult> pr(ne);
+        parallel_for(extra, threads, [&](int i) {
+          History h = make_history(c, hseed(i));
+          RunOptions o;
+          o.workers = P;
+          pr[size_t(i)] = run_kbisect(c, h, hseed(i), o);
+        });
+        std::vector<double> rounds;
+        for (auto& r : pr) rounds.push_back(r.rounds);
+        Summary t = summarize(pr);
+        line += fmt::format(" P={}: median rounds {:.0f} (log_{}({}) = {:.1f}), builds {:.0f}, samples {:.0f}, accuracy {:.3f};",
+                            P, median_of(rounds), P + 1, c.commits, std::log(double(c.commits)) / std::log(double(P + 1)),
+                            t.median_builds, t.median_samples, t.accuracy);
+      }
+      std::cout << line << "\n";
+    }
+    // Several changes: +1%, +1%, then a partial recovery of -0.5% (levels 0, 1, 2.01, 1.5%).
+    {
+      std::vector<MethodResult> one(ne), all(ne);
+      parallel_for(extra, threads, [&](int i) {
+        History h = make_history_steps(c, hseed(i), {0.01, 0.01, -0.005}, 32);
+        RunOptions o;
+        o.several = false;
+        one[size_t(i)] = run_kbisect(c, h, hseed(i), o);
+        o.several = true;
+        o.report_improvements = true;
+        all[size_t(i)] = run_kbisect(c, h, hseed(i), o);
+      });
+      int found_all = 0, both_regs = 0, one_true = 0, spurious = 0;
+      for (size_t i = 0; i < ne; ++i) {
+        found_all += all[i].all_found;
+        both_regs += all[i].regressions_true == 2;
+        spurious += all[i].regressions_found - all[i].regressions_true + all[i].improvements_found - all[i].improvements_true;
+        one_true += one[i].regressions_true >= 1;
+      }
+      Summary sa = summarize(all), so = summarize(one);
+      std::cout << fmt::format(
+          "several changes (+1%, +1%, -0.5% partial recovery; {} histories): both regressions named {:.3f}, all three "
+          "{:.3f}, spurious {} ; median builds {:.0f}, samples {:.0f}. One-culprit mode: a true regression named {:.3f}, "
+          "builds {:.0f}, samples {:.0f}\n",
+          extra, double(both_regs) / double(ne), double(found_all) / double(ne), spurious, sa.median_builds,
+          sa.median_samples, double(one_true) / double(ne), so.median_builds, so.median_samples);
+    }
+    std::cout << "\n";
+  }
   std::cout << fmt::format(
       "bisect_sim: accuracy={:.3f} median_builds={:.0f} median_samples={:.0f} pinpoint_samples={:.0f} "
       "measured_fraction={:.3f}\n",

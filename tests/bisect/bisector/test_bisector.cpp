@@ -215,7 +215,9 @@ TEST(Bisect, FindsTheCommitThatSwitchesFlagsByRuntime) {
   EXPECT_NE(html.find("culprit"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, nothing to fetch or run
   EXPECT_NE(kb::read_file(run.report_md).find("switch to -O0"), std::string::npos);
-  EXPECT_EQ(final_line(o, run.commits), "culprit: " + s[4] + " switch to -O0");
+  // The main (largest) culprit is the last line; other verified regressions in the range (here -O2 or
+  // -fno-unroll-loops may cost more than the 20% threshold on this machine) come before it.
+  EXPECT_EQ(last_line(final_line(o, run.commits)), "culprit: " + s[4] + " switch to -O0");
 }
 
 // ---- (2) static metric: code_bytes, no timing ---------------------------------------------------
