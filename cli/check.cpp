@@ -2,8 +2,8 @@
 // exit 0 good, 1 bad, 125 skip (build / compile failure, or undecided within the budget).
 // Anything that is not a verdict on the commit (a bad config or ref, a missing compiler, an endpoint that
 // cannot be built, an internal error) exits 128 + the usual code (130 bad input, 131 environment missing,
-// 198 internal), which `git bisect run` treats as "abort the bisection" — never as "bad". (Errors in the
-// command line itself are reported by the argument parser with 2 before this runs.)
+// 198 internal), which `git bisect run` treats as "abort the bisection" — never as "bad". (Usage errors
+// are caught by the argument parser before this runs; cli/main.cpp maps them to 130 for `check`.)
 #include <iostream>
 
 #include <fmt/format.h>

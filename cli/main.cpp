@@ -49,7 +49,11 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
-    return rc == 0 ? 0 : kb::kExitBadInput;
+    if (rc == 0) return 0;
+    // Under `git bisect run` an exit code 1..127 other than 125 means "bad": a usage error of `check`
+    // must abort the bisection instead, like check's own errors (128 + the usual code, cli/check.cpp).
+    if (argc > 1 && std::string(argv[1]) == "check") return 128 + kb::kExitBadInput;
+    return kb::kExitBadInput;
   }
   try {
     for (auto& [sub, run] : runs)

@@ -490,6 +490,9 @@ TEST(Check, ExitCodesForGitBisectRun) {
   auto r5 = check("no-such-ref");
   EXPECT_EQ(r5.exit_code, 130) << r5.err;
   EXPECT_NE(r5.err.find("no-such-ref"), std::string::npos);
+  // A usage error (missing --commit) aborts too, never "bad".
+  auto r6 = kb::run_process({kBinary, "check", cfgp}, o);
+  EXPECT_EQ(r6.exit_code, 130) << r6.err;
   // Builds are cached by sha in the workdir: a second check of the same commit builds nothing.
   EXPECT_TRUE(kb::file_exists(r.tmp() + "/work/toolchains/" + s[3] + "/toolchain.yaml"));
 }
