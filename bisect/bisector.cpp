@@ -688,6 +688,9 @@ Plan plan_for(const BisectConfig& cfg, const std::vector<git::CommitInfo>& commi
   Plan p;
   for (const auto& c : commits) p.shas.push_back(c.sha);
   p.metric = cfg.metric;
+  // Identical kernel code says nothing about a user command's metric (it builds and runs more than the
+  // kernel), so an external metric measures every commit.
+  p.use_hashes = cfg.metric != Metric::external;
   p.threshold = cfg.threshold;
   p.threshold_absolute = cfg.threshold_absolute;
   p.budgets = cfg.budgets;

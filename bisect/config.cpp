@@ -1,4 +1,5 @@
 #include "bisect/config.h"
+
 #include "bisect/descend.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "harness/error.h"
+#include "harness/external.h"
 #include "harness/text.h"
 #include "harness/fsutil.h"
 #include "harness/hash.h"
@@ -57,12 +59,16 @@ bool boolean(const Ctx& cx, const YAML::Node& n, const std::string& field) {
 }
 
 Metric parse_metric(const Ctx& cx, const YAML::Node& n) {
+  if (n.IsMap()) {
+    if (!n["external"] || n.size() != 1) cx.fail(n, "'metric' as a mapping must be {external: {command: [...], parse: ...}}");
+    return Metric::external;
+  }
   const std::string s = str(cx, n, "metric");
   for (Metric m : {Metric::time, Metric::tflops, Metric::registers, Metric::spills, Metric::stack, Metric::smem,
                    Metric::code_bytes, Metric::compile_time, Metric::max_error})
     if (to_string(m) == s) return m;
   cx.fail(n, fmt::format("metric '{}' is not one of time, tflops, registers, spills, stack, smem, code_bytes, "
-                         "compile_time, max_error",
+                         "compile_time, max_error (or {{external: ...}})",
                          s));
 }
 
@@ -164,11 +170,14 @@ std::string to_string(Metric m) {
     case Metric::code_bytes: return "code_bytes";
     case Metric::compile_time: return "compile_time";
     case Metric::max_error: return "max_error";
+    case Metric::external: return "external";
   }
   return "?";
 }
 
-bool is_timed(Metric m) { return m == Metric::time || m == Metric::tflops || m == Metric::compile_time; }
+bool is_timed(Metric m) {
+  return m == Metric::time || m == Metric::tflops || m == Metric::compile_time || m == Metric::external;
+}
 
 bool is_integer(Metric m) {
   return m == Metric::registers || m == Metric::spills || m == Metric::stack || m == Metric::smem ||
@@ -235,6 +244,8 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   }
 
   c.metric = root["metric"] ? parse_metric(cx, root["metric"]) : Metric::time;
+  if (c.metric == Metric::external)
+    c.external = std::make_shared<const ExternalMetric>(parse_external_metric(cx, root["metric"]["external"], base));
   if (const auto t = root["threshold"]) {
     const std::string s = str(cx, t, "threshold");
     if (!s.empty() && s.back() != '%' && (is_integer(c.metric) || c.metric == Metric::max_error)) {

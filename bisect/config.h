@@ -16,6 +16,7 @@
 //     # in_tree: toolchains/kernel-compiler.yaml       # or {path: ..., name: NAME}
 //   cases: {sweep: sweeps/smoke.yaml, filter: "matmul_tiled.*f32"}   # or inline `benchmarks:` (+ shape_sets)
 //   metric: time        # time | tflops | registers | spills | stack | smem | code_bytes | compile_time | max_error
+//                       # or {external: {command: [...], parse: "regex (one group)", better: higher, repeat: 1}}
 //   threshold: 0.5%     # relative; integer metrics also take an absolute count (threshold: 8)
 //   budgets: {max_builds: 40, max_samples_per_step: 1024, max_wall_s: 7200}
 //   priors: {"llvm/lib/Target/NVPTX/**": 5, "**/docs/**": 0.05}   # path glob -> prior weight (default 1)
@@ -26,15 +27,21 @@
 //             max_step_s: 60, seed: 1}
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+namespace kb {
+struct ExternalMetric;  // harness/external.h
+}
+
 namespace kb::bisect {
 
-enum class Metric { time, tflops, registers, spills, stack, smem, code_bytes, compile_time, max_error };
+enum class Metric { time, tflops, registers, spills, stack, smem, code_bytes, compile_time, max_error, external };
 std::string to_string(Metric m);
-// Timing metrics are sampled and decided statistically; the others are static (one value per binary).
+// Timing metrics (time, tflops, compile_time) and external (tier l3: a user command's output, see
+// harness/external.h) are sampled and decided statistically; the others are static (one value per binary).
 bool is_timed(Metric m);
 // Integer-valued static metrics accept an absolute threshold.
 bool is_integer(Metric m);
@@ -87,6 +94,7 @@ struct BisectConfig {
   std::string sweep_text, sweep_origin;
   std::string filter, tier;
   Metric metric = Metric::time;
+  std::shared_ptr<const ExternalMetric> external;  // metric == external: the command and its parser
   double threshold = 0.005;   // relative fraction, or absolute count when threshold_absolute
   bool threshold_absolute = false;
   Budgets budgets;

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
 #include "harness/error.h"
+#include "harness/external.h"
 #include "harness/fsutil.h"
 #include "harness/measure.h"
 #include "harness/runner.h"
@@ -431,40 +433,63 @@ Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, do
   const size_t k = ls[0]->cases.size();
   Rounds rounds(shas.size());
 
-  if (cfg_.metric == Metric::compile_time) {
-    // Compile time: recompile (no cache) round by round, in a shuffled order per round.
+  // Metrics taken one commit at a time (no loaded executables): each round visits the commits in a
+  // shuffled order and asks value(i) of commit i.
+  auto one_at_a_time = [&](const std::function<double(size_t)>& value) {
     stats::Rng rng(seed);
     const double t0 = now_s();
     std::vector<size_t> order(shas.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     for (int r = 0; r < max_rounds; ++r) {
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[size_t(rng.below(i))]);
-      std::vector<double> total(shas.size(), 0.0);
-      for (size_t oi : order) {
-        for (size_t c = 0; c < k; ++c) {
-          const PlannedCase& pc = *ls[oi]->cases[c];
-          Backend& be = backend_for(*pc.toolchain);
-          CompileRequest req;
-          req.kernel = pc.c.kernel;
-          req.params = pc.c.params;
-          req.dtype = pc.c.dtype;
-          req.toolchain = pc.toolchain.get();
-          req.kernel_dir = kernel_dir();
-          req.out_dir = temp_dir("kb-compile-time");
-          try {
-            total[oi] += be.compile(req).compile_s;
-          } catch (...) {
-            remove_tree(req.out_dir);
-            throw;
-          }
-          remove_tree(req.out_dir);
-        }
-      }
-      for (size_t i = 0; i < shas.size(); ++i) rounds[i].push_back(total[i]);
+      std::vector<double> v(shas.size(), 0.0);
+      for (size_t oi : order) v[oi] = value(oi);
+      for (size_t i = 0; i < shas.size(); ++i) rounds[i].push_back(v[i]);
       if (stop && stop(rounds)) break;
       if (now_s() - t0 > max_time_s) break;
     }
     return rounds;
+  };
+
+  if (cfg_.metric == Metric::external) {
+    // External (l3) metric: the user's command with the commit's toolchain in KBISECT_TOOLCHAIN_*; `repeat`
+    // runs per commit and round, their median is the round's value. Values where higher is better are
+    // inverted so that, as for time, larger means worse.
+    const ExternalMetric& em = *cfg_.external;
+    return one_at_a_time([&](size_t i) {
+      const Toolchain* tc = ls[i]->sweep.toolchains.empty() ? nullptr : ls[i]->sweep.toolchains[0].get();
+      const double v = stats::median(run_external(em, tc, {{"KBISECT_COMMIT", shas[i]}}));
+      if (!(v > 0))
+        throw Error(fmt::format("external metric at {}: value {} is not positive ({} parses '{}')",
+                                shas[i].substr(0, 12), v, em.origin, em.parse));
+      return em.higher_is_better ? 1.0 / v : v;
+    });
+  }
+
+  if (cfg_.metric == Metric::compile_time) {
+    // Compile time: recompile (no cache), all cases of the commit.
+    return one_at_a_time([&](size_t i) {
+      double total = 0;
+      for (size_t c = 0; c < k; ++c) {
+        const PlannedCase& pc = *ls[i]->cases[c];
+        Backend& be = backend_for(*pc.toolchain);
+        CompileRequest req;
+        req.kernel = pc.c.kernel;
+        req.params = pc.c.params;
+        req.dtype = pc.c.dtype;
+        req.toolchain = pc.toolchain.get();
+        req.kernel_dir = kernel_dir();
+        req.out_dir = temp_dir("kb-compile-time");
+        try {
+          total += be.compile(req).compile_s;
+        } catch (...) {
+          remove_tree(req.out_dir);
+          throw;
+        }
+        remove_tree(req.out_dir);
+      }
+      return total;
+    });
   }
 
   std::vector<Executable*> exes;

@@ -168,27 +168,3 @@ TEST(SimPriors, InformativePriorsSaveBuildsMisleadingOnesStillFind) {
   EXPECT_GE(correct_mis, runs - 1);
   EXPECT_LT(mis, 2.5 * uni);  // bounded extra cost
 }
-
-TEST(SimDebug, DISABLED_Print) {
-  SimConfig c = multi_config();
-  const uint64_t seed = uint64_t(std::atoi(getenv("SEED") ? getenv("SEED") : "11"));
-  const bool par = getenv("PAR") != nullptr;
-  if (par) {
-    c.commits = 512;
-    c.build_fail = 0;
-  }
-  History h = par ? make_history_steps(c, seed, {0.03}) : make_history_steps(c, seed, {0.03, 0.03, -0.015}, 24);
-  for (auto [i, s] : h.changes) printf("change at %d: %+.3f\n", i, s);
-  SimLab lab(c, h, seed);
-  Plan p;
-  for (int i = 0; i < h.n; ++i) p.shas.push_back(SimLab::sha_of(i));
-  p.threshold = c.threshold;
-  p.budgets.max_builds = 1000;
-  p.budgets.max_samples_per_step = c.max_samples_per_step;
-  p.min_samples = c.min_samples;
-  p.max_step_s = 1e9;
-  p.seed = seed;
-  p.report_improvements = !par;
-  Outcome o = run_bisection(p, lab, nullptr, [](const std::string& s) { printf("%s\n", s.c_str()); });
-  printf("verdict %s rounds %d\n", o.verdict.c_str(), o.rounds);
-}
