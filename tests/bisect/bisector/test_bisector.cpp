@@ -372,15 +372,18 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
 TEST(Bisect, NotReproducedWhenThereIsNoRegression) {
   GitRepo r;
   std::vector<std::string> s;
-  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -march=native")}}, "good"));
+  // "bad" is much FASTER than good (-O1 -> -O3): different code, measured, and no regression. (A change of a
+  // few percent against a 50% threshold is not used: with 8 rounds on a loaded runner its first CI can sit
+  // above 0 and reach past 50%, which the rule calls "worse" - see docs/statistics.md.)
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O1")}}, "good"));
   s.push_back(r.commit({{"README", "a\n"}}, "docs"));
-  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -march=native -fno-omit-frame-pointer")}}, "frame pointer"));
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -march=native")}}, "optimize more"));
   const std::string cfgp = write_config(r, config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "time", "50%"));
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   EXPECT_EQ(run.outcome.verdict, "not-reproduced") << run.outcome.summary;
   ASSERT_TRUE(run.outcome.reproduce.has_value());
   EXPECT_TRUE(run.outcome.reproduce->measured);
-  EXPECT_EQ(run.outcome.reproduce->decision.verdict, kb::stats::Verdict::same);
+  EXPECT_EQ(run.outcome.reproduce->decision.verdict, kb::stats::Verdict::better);
   EXPECT_TRUE(run.outcome.steps.empty());
   json res = json::parse(kb::read_file(run.result_json));
   EXPECT_EQ(res["verdict"], "not-reproduced");
