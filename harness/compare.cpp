@@ -228,7 +228,7 @@ void finish_comparison(Comparison& c) {
   c.has_geomean = !ds.empty();
   if (!c.has_geomean) return;
   c.geomean = stats::geometric_mean(ds, 1 - c.options.alpha);
-  c.geomean_verdict = stats::classify(c.geomean.ci, c.options.threshold);
+  c.geomean_verdict = stats::classify(c.geomean.ci, c.options.threshold, c.geomean.effect);
 }
 
 // ---- printers -------------------------------------------------------------------------------------

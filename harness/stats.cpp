@@ -472,11 +472,11 @@ int DecisionConfig::looks() const {
   return k + 1;  // the looks below max_n, plus max_n itself
 }
 
-Verdict classify(const Interval& ci, double threshold) {
+Verdict classify(const Interval& ci, double threshold, std::optional<double> estimate) {
   const double b = std::log1p(threshold);
   if (ci.lo > -b && ci.hi < b) return Verdict::same;
-  if (ci.lo > 0) return Verdict::worse;
-  if (ci.hi < 0) return Verdict::better;
+  if (ci.lo > 0 && (!estimate || *estimate >= b / 2)) return Verdict::worse;
+  if (ci.hi < 0 && (!estimate || *estimate <= -b / 2)) return Verdict::better;
   return Verdict::unsure;
 }
 
@@ -501,7 +501,7 @@ Decision decide_log_ratios(const std::vector<double>& d, const DecisionConfig& c
   r.ci = hl.ci;
   r.conf = hl.conf;
   r.p_value = wilcoxon_signed_rank(d).p_two_sided;
-  r.verdict = classify(r.ci, cfg.threshold);
+  r.verdict = classify(r.ci, cfg.threshold, r.effect);
   return r;
 }
 
@@ -527,7 +527,7 @@ Decision decide_unpaired(const std::vector<double>& base, const std::vector<doub
   r.ci = hl.ci;
   r.conf = hl.conf;
   r.p_value = mann_whitney(lx, ly).p_two_sided;
-  r.verdict = classify(r.ci, cfg.threshold);
+  r.verdict = classify(r.ci, cfg.threshold, r.effect);
   return r;
 }
 

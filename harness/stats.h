@@ -14,6 +14,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,7 +136,11 @@ struct DecisionConfig {
 // worse/better with probability <= alpha over all looks (each look errs with <= alpha/looks), and a
 // change of exactly the threshold is called worse with probability -> 1 - alpha/looks once the CI
 // half-width drops well below the threshold.
-Verdict classify(const Interval& ci, double threshold);
+// With the point `estimate` given, worse/better also need |estimate| >= b/2: an early, wide CI that is
+// above 0 and reaches past the band for a small real change (+2% against a 50% threshold after 8 noisy
+// samples) is "unsure" (take more samples) instead of "worse". Identical code is unaffected (it still
+// needs the CI to exclude 0); a change of the threshold has its estimate near b.
+Verdict classify(const Interval& ci, double threshold, std::optional<double> estimate = std::nullopt);
 
 struct Decision {
   Verdict verdict = Verdict::unsure;

@@ -203,6 +203,14 @@ TEST(Decision, ClassifyRule) {
   EXPECT_EQ(classify({0.001, 0.003}, 0.005), Verdict::same);
   EXPECT_EQ(classify({-0.002, 0.008}, 0.005), Verdict::unsure);
   EXPECT_EQ(classify({-b, 0.001}, 0.005), Verdict::unsure);  // touching the band edge is not inside
+  // With the estimate: a wide CI above 0 for a small change against a large threshold is not "worse" yet.
+  const double b50 = std::log1p(0.5);
+  EXPECT_EQ(classify({0.001, 0.6}, 0.5), Verdict::worse);
+  EXPECT_EQ(classify({0.001, 0.6}, 0.5, 0.02), Verdict::unsure);
+  EXPECT_EQ(classify({0.001, 0.6}, 0.5, b50 / 2), Verdict::worse);
+  EXPECT_EQ(classify({-0.6, -0.001}, 0.5, -0.02), Verdict::unsure);
+  EXPECT_EQ(classify({-0.6, -0.001}, 0.5, -0.3), Verdict::better);
+  EXPECT_EQ(classify({0.001, 0.009}, 0.005, 0.005), Verdict::worse);  // at the threshold: unchanged
   EXPECT_EQ(to_string(Verdict::unsure), "unsure");
   EXPECT_EQ(parse_verdict("worse"), Verdict::worse);
   DecisionConfig c;
