@@ -273,16 +273,6 @@ double static_metric_value(Metric m, const std::string& backend, const std::map<
 
 namespace {
 
-std::string case_key(const PlannedCase& pc) {
-  CaseResult r;
-  r.kernel = pc.c.kernel->name;
-  r.backend = pc.c.kernel->backend;
-  r.params = pc.c.params;
-  r.shape = pc.c.shape;
-  r.dtype = pc.c.dtype;
-  return r.key();
-}
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -376,12 +366,7 @@ RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out, const T
       L->exes.push_back(std::move(prep.exe));
     } else {
       Backend& be = backend_for(*pc->toolchain);
-      CompileRequest req;
-      req.kernel = pc->c.kernel;
-      req.params = pc->c.params;
-      req.dtype = pc->c.dtype;
-      req.toolchain = pc->toolchain.get();
-      req.kernel_dir = kernel_dir();
+      const CompileRequest req = compile_request(*pc);
       Artifact art;
       try {
         art = cache_.compile(be, req);
@@ -473,12 +458,7 @@ Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, do
       for (size_t c = 0; c < k; ++c) {
         const PlannedCase& pc = *ls[i]->cases[c];
         Backend& be = backend_for(*pc.toolchain);
-        CompileRequest req;
-        req.kernel = pc.c.kernel;
-        req.params = pc.c.params;
-        req.dtype = pc.c.dtype;
-        req.toolchain = pc.toolchain.get();
-        req.kernel_dir = kernel_dir();
+        CompileRequest req = compile_request(pc);
         req.out_dir = temp_dir("kb-compile-time");
         try {
           total += be.compile(req).compile_s;

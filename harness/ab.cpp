@@ -27,16 +27,6 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-std::string case_key(const PlannedCase& pc) {
-  CaseResult r;
-  r.kernel = pc.c.kernel->name;
-  r.backend = pc.c.kernel->backend;
-  r.params = pc.c.params;
-  r.shape = pc.c.shape;
-  r.dtype = pc.c.dtype;
-  return r.key();
-}
-
 }  // namespace
 
 PairOutcome measure_and_decide(Executable& a, Executable& b, const MeasureConfig& measure,

@@ -12,6 +12,7 @@
 #include "harness/error.h"
 #include "harness/fsutil.h"
 #include "harness/passes.h"
+#include "harness/runner.h"
 #include "harness/sweep.h"
 
 namespace kb {
@@ -67,12 +68,8 @@ Compiled compile_print_changed(const PlannedCase& pc) {
   tc.identity.clear();
   resolve_identity(tc);
   const std::string dir = temp_dir("kb-explain");
-  CompileRequest req;
-  req.kernel = pc.c.kernel;
-  req.params = pc.c.params;
-  req.dtype = pc.c.dtype;
+  CompileRequest req = compile_request(pc);
   req.toolchain = &tc;
-  req.kernel_dir = kernel_dir();
   req.out_dir = dir;
   req.log_limit = size_t(1) << 30;
   Compiled c;

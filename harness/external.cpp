@@ -17,22 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a scalar", field));
-  return n.Scalar();
-}
-
-double number(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  const std::string s = scalar(cx, n, field);
-  try {
-    size_t pos = 0;
-    const double v = std::stod(s, &pos);
-    if (pos == s.size() && std::isfinite(v)) return v;
-  } catch (...) {
-  }
-  cx.fail(n, fmt::format("'{}' = '{}' is not a number", field, s));
-}
-
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
@@ -50,10 +34,10 @@ ExternalMetric parse_external_metric(const YamlCtx& cx, const YAML::Node& n, con
   const auto cmd = n["command"];
   if (!cmd.IsSequence() || cmd.size() == 0)
     cx.fail(cmd, "'metric.external.command' must be a non-empty list (argv; no shell: [prog, arg, ...])");
-  for (const auto& a : cmd) m.command.push_back(scalar(cx, a, "metric.external.command[]"));
+  for (const auto& a : cmd) m.command.push_back(yaml_scalar(cx, a, "metric.external.command[]"));
   if (m.command[0].empty()) cx.fail(cmd, "'metric.external.command' has an empty program");
   if (!n["parse"]) cx.fail(n, "'metric.external' is missing field 'parse' (a regex with one capture group)");
-  m.parse = scalar(cx, n["parse"], "metric.external.parse");
+  m.parse = yaml_scalar(cx, n["parse"], "metric.external.parse");
   try {
     m.re = std::regex(m.parse, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
@@ -63,35 +47,35 @@ ExternalMetric parse_external_metric(const YamlCtx& cx, const YAML::Node& n, con
     cx.fail(n["parse"], fmt::format("'metric.external.parse' = '{}' must have exactly one capture group (it has {})", m.parse,
                                     m.re.mark_count()));
   if (n["repeat"]) {
-    const double r = number(cx, n["repeat"], "metric.external.repeat");
+    const double r = yaml_number(cx, n["repeat"], "metric.external.repeat");
     if (!(r >= 1 && r <= 10000 && r == std::floor(r))) cx.fail(n["repeat"], "'metric.external.repeat' must be a positive integer");
     m.repeat = int(r);
   }
   if (n["timeout_s"]) {
-    m.timeout_s = number(cx, n["timeout_s"], "metric.external.timeout_s");
+    m.timeout_s = yaml_number(cx, n["timeout_s"], "metric.external.timeout_s");
     if (!(m.timeout_s > 0)) cx.fail(n["timeout_s"], "'metric.external.timeout_s' must be positive");
   }
   m.cwd = base_dir;
   if (n["cwd"]) {
-    fs::path p(scalar(cx, n["cwd"], "metric.external.cwd"));
+    fs::path p(yaml_scalar(cx, n["cwd"], "metric.external.cwd"));
     if (p.is_relative()) p = fs::path(base_dir) / p;
     std::error_code ec;
     if (!fs::is_directory(p, ec)) cx.fail(n["cwd"], fmt::format("'metric.external.cwd': directory '{}' does not exist", p.string()));
     m.cwd = fs::weakly_canonical(p).string();
   }
   if (n["stream"]) {
-    m.stream = scalar(cx, n["stream"], "metric.external.stream");
+    m.stream = yaml_scalar(cx, n["stream"], "metric.external.stream");
     if (m.stream != "stdout" && m.stream != "stderr" && m.stream != "both")
       cx.fail(n["stream"], fmt::format("'metric.external.stream' = '{}' must be stdout, stderr or both", m.stream));
   }
   if (n["better"]) {
-    const std::string b = scalar(cx, n["better"], "metric.external.better");
+    const std::string b = yaml_scalar(cx, n["better"], "metric.external.better");
     if (b != "higher" && b != "lower") cx.fail(n["better"], fmt::format("'metric.external.better' = '{}' must be higher or lower", b));
     m.higher_is_better = b == "higher";
   }
   if (const auto e = n["env"]) {
     if (!e.IsMap()) cx.fail(e, "'metric.external.env' must be a mapping NAME: value");
-    for (auto it = e.begin(); it != e.end(); ++it) m.env[it->first.as<std::string>()] = scalar(cx, it->second, "metric.external.env");
+    for (auto it = e.begin(); it != e.end(); ++it) m.env[it->first.as<std::string>()] = yaml_scalar(cx, it->second, "metric.external.env");
   }
   return m;
 }

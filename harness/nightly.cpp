@@ -41,30 +41,14 @@ void say(const Log& log, const std::string& s) {
   if (log) log(s);
 }
 
-std::string scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a scalar", field));
-  return n.Scalar();
-}
-
-double number(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  const std::string s = scalar(cx, n, field);
-  try {
-    size_t pos = 0;
-    double v = std::stod(s, &pos);
-    if (pos == s.size() && std::isfinite(v)) return v;
-  } catch (...) {
-  }
-  cx.fail(n, fmt::format("'{}' = '{}' is not a number", field, s));
-}
-
 int positive_int(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  const double v = number(cx, n, field);
+  const double v = yaml_number(cx, n, field);
   if (!(v >= 1 && v == std::floor(v) && v < 1e6)) cx.fail(n, fmt::format("'{}' = '{}' must be a positive integer", field, n.Scalar()));
   return int(v);
 }
 
 double fraction(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  const std::string s = scalar(cx, n, field);
+  const std::string s = yaml_scalar(cx, n, field);
   try {
     return parse_fraction(s, field);
   } catch (const InputError& e) {
@@ -73,7 +57,7 @@ double fraction(const YamlCtx& cx, const YAML::Node& n, const std::string& field
 }
 
 bool boolean(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
-  const std::string s = scalar(cx, n, field);
+  const std::string s = yaml_scalar(cx, n, field);
   if (s == "true" || s == "yes" || s == "on") return true;
   if (s == "false" || s == "no" || s == "off") return false;
   cx.fail(n, fmt::format("'{}' = '{}' must be true or false", field, s));
@@ -86,7 +70,7 @@ std::vector<std::string> string_list(const YamlCtx& cx, const YAML::Node& n, con
     return v;
   }
   if (!n.IsSequence()) cx.fail(n, fmt::format("'{}' must be a list of strings", field));
-  for (const auto& e : n) v.push_back(scalar(cx, e, field + "[]"));
+  for (const auto& e : n) v.push_back(yaml_scalar(cx, e, field + "[]"));
   return v;
 }
 
@@ -141,14 +125,14 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
   c.file = origin;
   c.text = text;
   const std::string base = fs::absolute(origin).parent_path().string();
-  c.name = root["name"] ? scalar(cx, root["name"], "name") : fs::path(origin).stem().string();
+  c.name = root["name"] ? yaml_scalar(cx, root["name"], "name") : fs::path(origin).stem().string();
   if (c.name.empty()) cx.fail(root["name"], "'name' is empty");
 
   if (!root["sweep"]) throw InputError(fmt::format("{}: missing field 'sweep' (a sweep file)", origin));
-  c.sweep = absolute_from(base, scalar(cx, root["sweep"], "sweep"));
+  c.sweep = absolute_from(base, yaml_scalar(cx, root["sweep"], "sweep"));
   if (!file_exists(c.sweep)) cx.fail(root["sweep"], fmt::format("'sweep': file '{}' not found", c.sweep));
   if (root["filter"]) {
-    c.filter = scalar(cx, root["filter"], "filter");
+    c.filter = yaml_scalar(cx, root["filter"], "filter");
     try {
       std::regex re(c.filter);
     } catch (const std::regex_error& e) {
@@ -156,7 +140,7 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
     }
   }
   if (root["tier"]) {
-    c.tier = scalar(cx, root["tier"], "tier");
+    c.tier = yaml_scalar(cx, root["tier"], "tier");
     if (c.tier != "l1" && c.tier != "l2" && c.tier != "l3") cx.fail(root["tier"], fmt::format("'tier' = '{}' must be l1, l2 or l3", c.tier));
   }
   if (root["toolchains"]) {
@@ -169,11 +153,11 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
   if (root["shards"]) c.shards = positive_int(cx, root["shards"], "shards");
   if (c.shards > 10000) cx.fail(root["shards"], "'shards' must be at most 10000");
   if (!root["output"]) throw InputError(fmt::format("{}: missing field 'output' (the nightly output root)", origin));
-  c.root = absolute_from(base, scalar(cx, root["output"], "output"));
-  c.history = root["history"] ? absolute_from(base, scalar(cx, root["history"], "history")) : c.root + "/history.sqlite";
+  c.root = absolute_from(base, yaml_scalar(cx, root["output"], "output"));
+  c.history = root["history"] ? absolute_from(base, yaml_scalar(cx, root["history"], "history")) : c.root + "/history.sqlite";
   if (root["jobs"]) c.jobs = positive_int(cx, root["jobs"], "jobs");
   if (root["shard_timeout_s"]) {
-    c.shard_timeout_s = number(cx, root["shard_timeout_s"], "shard_timeout_s");
+    c.shard_timeout_s = yaml_number(cx, root["shard_timeout_s"], "shard_timeout_s");
     if (!(c.shard_timeout_s > 0)) cx.fail(root["shard_timeout_s"], "'shard_timeout_s' must be positive");
   }
 
@@ -186,7 +170,7 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
       if (!(c.threshold > 0 && c.threshold < 10)) cx.fail(cmp["threshold"], "'compare.threshold' must be a positive fraction");
     }
     if (cmp["alpha"]) {
-      c.alpha = number(cx, cmp["alpha"], "compare.alpha");
+      c.alpha = yaml_number(cx, cmp["alpha"], "compare.alpha");
       if (!(c.alpha > 0 && c.alpha < 0.5)) cx.fail(cmp["alpha"], "'compare.alpha' must be in (0, 0.5)");
     }
   }
@@ -195,7 +179,7 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
     check_yaml_keys(cx, cp, "changepoints", {"last", "alpha", "min_segment", "permutations", "seed", "min_change"});
     if (cp["last"]) c.cp_last = positive_int(cx, cp["last"], "changepoints.last");
     if (cp["alpha"]) {
-      c.cp.alpha = number(cx, cp["alpha"], "changepoints.alpha");
+      c.cp.alpha = yaml_number(cx, cp["alpha"], "changepoints.alpha");
       if (!(c.cp.alpha > 0 && c.cp.alpha < 0.5)) cx.fail(cp["alpha"], "'changepoints.alpha' must be in (0, 0.5)");
     }
     if (cp["min_segment"]) c.cp.min_segment = positive_int(cx, cp["min_segment"], "changepoints.min_segment");
@@ -206,10 +190,10 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
   if (const auto s = root["slurm"]) {
     if (!s.IsMap()) cx.fail(s, "'slurm' must be a mapping");
     check_yaml_keys(cx, s, "slurm", {"partition", "gres", "gpus", "time", "cpus_per_task", "extra", "finish_time", "poll_s"});
-    if (s["partition"]) c.slurm.partition = scalar(cx, s["partition"], "slurm.partition");
-    if (s["gres"]) c.slurm.gres = scalar(cx, s["gres"], "slurm.gres");
+    if (s["partition"]) c.slurm.partition = yaml_scalar(cx, s["partition"], "slurm.partition");
+    if (s["gres"]) c.slurm.gres = yaml_scalar(cx, s["gres"], "slurm.gres");
     if (s["gpus"]) c.slurm.gpus = positive_int(cx, s["gpus"], "slurm.gpus");
-    if (s["time"]) c.slurm.time = scalar(cx, s["time"], "slurm.time");
+    if (s["time"]) c.slurm.time = yaml_scalar(cx, s["time"], "slurm.time");
     if (s["cpus_per_task"]) c.slurm.cpus_per_task = positive_int(cx, s["cpus_per_task"], "slurm.cpus_per_task");
     if (s["extra"]) {
       c.slurm.extra = string_list(cx, s["extra"], "slurm.extra");
@@ -217,9 +201,9 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
         if (a.empty() || a[0] != '-')
           cx.fail(s["extra"], fmt::format("'slurm.extra' entry '{}' must be an sbatch option (starting with '-')", a));
     }
-    if (s["finish_time"]) c.slurm_finish_time = scalar(cx, s["finish_time"], "slurm.finish_time");
+    if (s["finish_time"]) c.slurm_finish_time = yaml_scalar(cx, s["finish_time"], "slurm.finish_time");
     if (s["poll_s"]) {
-      c.slurm_poll_s = number(cx, s["poll_s"], "slurm.poll_s");
+      c.slurm_poll_s = yaml_number(cx, s["poll_s"], "slurm.poll_s");
       if (!(c.slurm_poll_s > 0)) cx.fail(s["poll_s"], "'slurm.poll_s' must be positive");
     }
   }
@@ -228,10 +212,10 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
     check_yaml_keys(cx, cm, "compiler", {"repo", "ref", "provider"});
     CompilerSpec spec;
     if (!cm["repo"]) cx.fail(cm, "'compiler' is missing field 'repo'");
-    spec.repo = absolute_from(base, scalar(cx, cm["repo"], "compiler.repo"));
+    spec.repo = absolute_from(base, yaml_scalar(cx, cm["repo"], "compiler.repo"));
     std::error_code ec;
     if (!fs::is_directory(spec.repo, ec)) cx.fail(cm["repo"], fmt::format("'compiler.repo': directory '{}' does not exist", spec.repo));
-    if (cm["ref"]) spec.ref = scalar(cx, cm["ref"], "compiler.ref");
+    if (cm["ref"]) spec.ref = yaml_scalar(cx, cm["ref"], "compiler.ref");
     if (spec.ref.empty() || spec.ref[0] == '-') cx.fail(cm["ref"], fmt::format("'compiler.ref' = '{}' is not a ref", spec.ref));
     if (!cm["provider"]) cx.fail(cm, "'compiler' is missing field 'provider' (build, prebuilt or in_tree)");
     spec.provider_yaml = emit_flow(cm["provider"]);
@@ -258,7 +242,7 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
       c.bisect.threshold = b["threshold"].Scalar();
     }
     if (b["scheduler"]) {
-      c.bisect.scheduler = scalar(cx, b["scheduler"], "bisect.scheduler");
+      c.bisect.scheduler = yaml_scalar(cx, b["scheduler"], "bisect.scheduler");
       if (c.bisect.scheduler != "inline" && c.bisect.scheduler != "slurm")
         cx.fail(b["scheduler"], fmt::format("'bisect.scheduler' = '{}' must be inline or slurm", c.bisect.scheduler));
     }

@@ -48,12 +48,8 @@ class PassLab {
 
   Artifact compile(int limit, size_t log_limit = 8000) {
     auto tc = toolchain_at(limit);
-    CompileRequest req;
-    req.kernel = pc_.c.kernel;
-    req.params = pc_.c.params;
-    req.dtype = pc_.c.dtype;
+    CompileRequest req = compile_request(pc_);
     req.toolchain = tc.get();
-    req.kernel_dir = kernel_dir();
     req.log_limit = log_limit;
     Artifact a = cache_.compile(backend_for(*tc), req);
     if (!a.cache_hit) ++compiles;

@@ -9,8 +9,6 @@
 
 namespace kb {
 
-namespace {
-
 CaseResult blank_result(const PlannedCase& pc) {
   CaseResult r;
   r.kernel = pc.c.kernel->name;
@@ -25,7 +23,17 @@ CaseResult blank_result(const PlannedCase& pc) {
   return r;
 }
 
-}  // namespace
+std::string case_key(const PlannedCase& pc) { return blank_result(pc).key(); }
+
+CompileRequest compile_request(const PlannedCase& pc) {
+  CompileRequest req;
+  req.kernel = pc.c.kernel;
+  req.params = pc.c.params;
+  req.dtype = pc.c.dtype;
+  req.toolchain = pc.toolchain.get();
+  req.kernel_dir = kernel_dir();
+  return req;
+}
 
 PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceCache& refs) {
   PreparedCase out;
@@ -37,12 +45,7 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
     return out;
   }
   Backend& be = backend_for(*pc.toolchain);
-  CompileRequest req;
-  req.kernel = pc.c.kernel;
-  req.params = pc.c.params;
-  req.dtype = pc.c.dtype;
-  req.toolchain = pc.toolchain.get();
-  req.kernel_dir = kernel_dir();
+  const CompileRequest req = compile_request(pc);
   Artifact art;
   try {
     art = cache.compile(be, req);

@@ -24,6 +24,13 @@ struct PreparedCase {
   bool ready() const { return exe != nullptr; }
 };
 
+// The result skeleton of a planned case (kernel, params, shape, dtype, toolchain; nothing measured), and
+// its key (CaseResult::key: the case without the toolchain, to pair one case across toolchains).
+CaseResult blank_result(const PlannedCase& pc);
+std::string case_key(const PlannedCase& pc);
+// The compile request of a planned case with its own toolchain (out_dir and log_limit left at defaults).
+CompileRequest compile_request(const PlannedCase& pc);
+
 // Compiles the case (static metrics are recorded even when the backend cannot run), loads it, prepares
 // inputs for its shape and checks correctness. Never throws for a case-level failure: the result says
 // failed / skipped / incorrect with the reason.

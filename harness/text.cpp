@@ -1,6 +1,8 @@
 #include "harness/text.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -62,6 +64,22 @@ void check_yaml_keys(const YamlCtx& cx, const YAML::Node& n, const std::string& 
       cx.fail(it->first, fmt::format("unknown field '{}' in {} (known: {})", k, what, ks));
     }
   }
+}
+
+std::string yaml_scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
+  if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a scalar", field));
+  return n.Scalar();
+}
+
+double yaml_number(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
+  const std::string s = yaml_scalar(cx, n, field);
+  try {
+    size_t pos = 0;
+    const double v = std::stod(s, &pos);
+    if (pos == s.size() && std::isfinite(v)) return v;
+  } catch (...) {
+  }
+  cx.fail(n, fmt::format("'{}' = '{}' is not a number", field, s));
 }
 
 }  // namespace kb

@@ -21,6 +21,10 @@ struct YamlCtx {
   std::string at(const YAML::Node& n) const;
   [[noreturn]] void fail(const YAML::Node& n, const std::string& msg) const;  // throws InputError
 };
+// A scalar field's text / a finite number; InputError "'field' must be a scalar" / "'field' = 'x' is not a
+// number" at the node's file:line:col.
+std::string yaml_scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field);
+double yaml_number(const YamlCtx& cx, const YAML::Node& n, const std::string& field);
 // Throws InputError naming the first key of mapping `n` that is not in `known`.
 void check_yaml_keys(const YamlCtx& cx, const YAML::Node& n, const std::string& what,
                      const std::vector<std::string>& known);

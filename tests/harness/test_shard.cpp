@@ -12,6 +12,7 @@
 #include "harness/error.h"
 #include "harness/fsutil.h"
 #include "harness/process.h"
+#include "harness/runner.h"
 #include "harness/shard.h"
 
 using namespace kb;
@@ -39,14 +40,7 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 CaseResult result_for(const PlannedCase& pc) {
-  CaseResult r;
-  r.kernel = pc.c.kernel->name;
-  r.backend = pc.c.kernel->backend;
-  r.params = pc.c.params;
-  r.shape = pc.c.shape;
-  r.dtype = pc.c.dtype;
-  r.toolchain = pc.toolchain->name;
-  r.toolchain_identity = pc.toolchain->identity;
+  CaseResult r = blank_result(pc);
   r.status = CaseStatus::ok;
   r.samples_s = {1e-3, 1.1e-3, 0.9e-3};
   r.summary = summarize(r.samples_s, pc.c.shape.flops());
