@@ -3,6 +3,7 @@
 //
 //   bisect_sim [--histories N] [--commits N] [--step F] [--cv F] [--outliers F] [--build-fail F]
 //              [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F]
+//              [--block-rounds N (0: one load per commit)] [--load-sd F (placement offset per load)]
 //              [--threads N] [--seed S] [--extra-histories N (0: the spec scenario only)]
 //
 // After the spec's scenario (one step, the three methods), further scenarios on the same model: Pinpoint
@@ -87,6 +88,18 @@ double expected_measured_fraction(int commits, double code_change, double build_
   return steps ? measured / steps : 0;
 }
 
+// A floor on the samples of ANY method that is right in >= 99% of histories, for c <= d/3: a clairvoyant
+// sequential probability ratio test that knows both levels exactly, sees no drift and no outliers, and
+// measures only the commit (no reference executable). Each measured step must tell "level good" from
+// "level good + step" in lognormal noise of sd ~cv; with per-step error eps = 0.01 / steps (steps =
+// log2 N, so the bisection errs in at most 1%), Wald's approximation of the expected sample size under
+// either hypothesis is (1 - 2 eps) ln((1 - eps) / eps) * 2 sigma^2 / delta^2.
+double sprt_samples_per_step(int commits, double step, double cv) {
+  const double steps = std::ceil(std::log2(double(commits)));
+  const double eps = 0.01 / steps, delta = std::log1p(step), sigma = cv;
+  return (1 - 2 * eps) * std::log((1 - eps) / eps) * 2 * sigma * sigma / (delta * delta);
+}
+
 double median_of(std::vector<double> v) { return v.empty() ? 0 : kb::stats::median(v); }
 
 }  // namespace
@@ -112,12 +125,14 @@ int main(int argc, char** argv) {
     else if (auto v = arg("--threads")) threads = std::max(1, std::atoi(v));
     else if (auto v = arg("--min-samples")) c.min_samples = std::max(4, std::atoi(v));
     else if (auto v = arg("--alpha")) c.alpha = std::atof(v);
+    else if (auto v = arg("--block-rounds")) c.block_rounds = std::max(0, std::atoi(v));
+    else if (auto v = arg("--load-sd")) c.load_sd = std::atof(v);
     else if (auto v = arg("--extra-histories")) extra = std::max(0, std::atoi(v));
     else if (auto v = arg("--seed")) seed = std::strtoull(v, nullptr, 10);
     else {
       std::cerr << "usage: bisect_sim [--histories N] [--commits N] [--step F] [--cv F] [--outliers F] "
                    "[--build-fail F] [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F] "
-                   "[--threads N] [--seed S] [--extra-histories N]\n";
+                   "[--block-rounds N] [--load-sd F] [--threads N] [--seed S] [--extra-histories N]\n";
       return 2;
     }
   }
@@ -128,10 +143,12 @@ int main(int argc, char** argv) {
       histories, c.commits, 100 * c.step, 100 * c.noise.cv, 100 * c.noise.outlier_rate, 100 * c.build_fail,
       100 * (1 - c.code_change));
   std::cout << fmt::format(
-      "kbisect: threshold {:.2f}%, alpha {}, looks at {}..{} rounds; plain: {} samples/side, MWU alpha {}; "
-      "pinpoint: {}..{} samples/side, different p<={}, same p>{}\n\n",
-      100 * c.threshold, c.alpha, c.min_samples, c.max_samples_per_step, c.plain_samples, c.plain_alpha,
-      c.pinpoint_start, c.pinpoint_max, c.pinpoint_p_diff, c.pinpoint_p_same);
+      "kbisect: threshold {:.2f}%, alpha {}, {}, up to {} rounds per step; placement offset per load sd {:.2f}%; "
+      "plain: {} samples/side, MWU alpha {}; pinpoint: {}..{} samples/side, different p<={}, same p>{}\n\n",
+      100 * c.threshold, c.alpha,
+      c.block_rounds > 0 ? fmt::format("blocks of {} rounds with fresh loads", c.block_rounds) : "one load per commit",
+      c.max_samples_per_step, 100 * c.load_sd, c.plain_samples, c.plain_alpha, c.pinpoint_start, c.pinpoint_max,
+      c.pinpoint_p_diff, c.pinpoint_p_same);
 
   const size_t nh = static_cast<size_t>(histories);
   std::vector<MethodResult> kbs(nh), plain(nh), pin(nh);
@@ -184,6 +201,16 @@ int main(int argc, char** argv) {
           histories, t.accuracy, t.median_builds, t.median_samples, t.p90_samples,
           t.median_samples > 0 ? a.median_samples / t.median_samples : 0.0);
     }
+    // Floor for c: what even a clairvoyant method must spend.
+    {
+      const double per = sprt_samples_per_step(c.commits, c.step, c.noise.cv);
+      const double steps = std::ceil(std::log2(double(c.commits))) * a.measured_fraction;
+      std::cout << fmt::format(
+          "floor for any method right in 99% of histories: a clairvoyant SPRT (both levels known, no drift, no "
+          "outliers, only the commit measured) needs {:.0f} samples per measured step, {:.0f} per bisection over "
+          "{:.1f} measured steps; the target c <= d/3 asks for {:.1f}\n",
+          per, per * steps, steps, q.median_samples / 3);
+    }
     // (iii) measured fraction: the model's expectation, and a realistic code-change rate.
     {
       std::cout << fmt::format(
@@ -203,6 +230,28 @@ int main(int argc, char** argv) {
           "realistic: 2% of commits change this kernel's code ({} histories): accuracy {:.3f}, median builds {:.0f}, "
           "median samples {:.0f}, measured/visited {:.3f}\n",
           extra, t.accuracy, t.median_builds, t.median_samples, t.measured_fraction);
+    }
+    // Placement: every load runs at its own fixed offset (sd 0.4%, the size that reproduces the A/A false
+    // positives measured with one load per side in `kbisect ab`): one load per commit for the whole
+    // bisection (the endpoints' offsets bias every step) against blocks with fresh loads.
+    {
+      SimConfig pl = c;
+      pl.load_sd = 0.004;
+      std::string line = fmt::format("placement offsets sd {:.1f}% per load ({} histories):", 100 * pl.load_sd, extra);
+      for (int b : {0, c.block_rounds > 0 ? c.block_rounds : 4}) {
+        SimConfig v = pl;
+        v.block_rounds = b;
+        std::vector<MethodResult> pr(ne);
+        parallel_for(extra, threads, [&](int i) {
+          History h = make_history(v, hseed(i));
+          pr[size_t(i)] = run_kbisect(v, h, hseed(i));
+        });
+        Summary t = summarize(pr);
+        line += fmt::format(" {}: accuracy {:.3f}, median builds {:.0f}, samples {:.0f};",
+                            b == 0 ? "one load per commit" : fmt::format("blocks of {}", b), t.accuracy,
+                            t.median_builds, t.median_samples);
+      }
+      std::cout << line << "\n";
     }
     // Priors: the culprit's files weighted 5x and 30% of the commits docs-only (0.05); misleading: the
     // culprit touches only a 0.05-weighted path and 10% of the other commits a 5x one.

@@ -48,6 +48,12 @@ void set_level(Step& s, const std::vector<double>& g, const std::vector<double>&
   s.level_hi = est.ci.hi;
 }
 
+// "after 160 rounds (20 blocks)" / "after 64 rounds": what a measured decision saw.
+std::string amount(const Step& s) {
+  if (s.block_rounds > 0) return fmt::format("after {} rounds ({} blocks of {})", s.rounds, s.units, s.block_rounds);
+  return fmt::format("after {} rounds", s.rounds);
+}
+
 double sum_of(const std::vector<double>& v, const std::vector<bool>& mask) {
   double s = 0;
   for (size_t i = 0; i < v.size(); ++i)
@@ -66,12 +72,13 @@ class Loop {
     if (log_) log_(s);
   }
   const Probe& probe(int i);
-  Rounds measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_rounds,
+  // Measurements return their units (blocks, or rounds without blocks; oracle.h), which the rules decide on.
+  Rounds measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_units,
                  Step& step);
-  Rounds measure_rounds(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_rounds,
-                        Step& step);
+  Rounds measure_units(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_units,
+                       Step& step);
   Rounds measure_with(const std::string& key, const std::vector<int>& idx, StepRule& rule, Step& step) {
-    return measure_rounds(key, idx, [&](const Rounds& r) { return rule(r); }, plan_.budgets.max_samples_per_step, step);
+    return measure_units(key, idx, [&](const Rounds& r) { return rule(r); }, plan_.max_units(), step);
   }
   // A range (a, b] whose end levels differ: level ids la (at a) and lb (at b); improvement: the metric
   // gets better from a to b.
@@ -127,44 +134,54 @@ const Probe& Loop::probe(int i) {
   return o_.probes[size_t(i)];
 }
 
-Rounds Loop::measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_rounds,
+Rounds Loop::measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_units,
                      Step& step) {
-  Rounds rounds = measure_rounds(key, idx, [&](const Rounds& r) { return rule(r); }, max_rounds, step);
-  step.decision = rule.finish(rounds);
-  return rounds;
+  Rounds units = measure_units(key, idx, [&](const Rounds& r) { return rule(r); }, max_units, step);
+  step.decision = rule.finish(units);
+  return units;
 }
 
-Rounds Loop::measure_rounds(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_rounds,
-                            Step& step) {
-  Rounds rounds;
+Rounds Loop::measure_units(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_units,
+                           Step& step) {
+  Measured m;
   if (const json* ev = j_ ? j_->measurement(key) : nullptr) {
-    rounds = ev->at("rounds").get<Rounds>();
-    // Replays the decision over the journaled rounds: the measurement stopped where the rule decided.
-    const size_t n = rounds.empty() ? 0 : rounds[0].size();
+    // Journals before blocks hold "rounds" only (units were rounds).
+    m.units = ev->contains("units") ? ev->at("units").get<Rounds>() : ev->at("rounds").get<Rounds>();
+    m.raw = ev->contains("raw") ? ev->at("raw").get<Rounds>() : m.units;
+    // Replays the decision over the journaled units: the measurement stopped where the rule decided.
+    const size_t n = m.units.empty() ? 0 : m.units[0].size();
     for (size_t k = 1; k <= n; ++k) {
-      Rounds prefix(rounds.size());
-      for (size_t c = 0; c < rounds.size(); ++c) prefix[c].assign(rounds[c].begin(), rounds[c].begin() + long(k));
+      Rounds prefix(m.units.size());
+      for (size_t c = 0; c < m.units.size(); ++c) prefix[c].assign(m.units[c].begin(), m.units[c].begin() + long(k));
       if (stop(prefix)) break;
     }
     step.wall_s = ev->value("wall_s", 0.0);
-    say(fmt::format("  (replayed from the journal: {} rounds)", n));
+    say(fmt::format("  (replayed from the journal: {} units)", n));
   } else {
     std::vector<std::string> shas;
     for (int i : idx) shas.push_back(plan_.shas[size_t(i)]);
-    double budget_s = plan_.max_step_s;
-    if (plan_.budgets.max_wall_s > 0) budget_s = std::max(1.0, std::min(budget_s, plan_.budgets.max_wall_s - elapsed()));
+    MeasureAsk ask;
+    ask.max_units = max_units;
+    ask.block_rounds = plan_.block_rounds;
+    ask.max_time_s = plan_.max_step_s;
+    if (plan_.budgets.max_wall_s > 0)
+      ask.max_time_s = std::max(1.0, std::min(ask.max_time_s, plan_.budgets.max_wall_s - elapsed()));
+    ask.seed = seed_for(plan_.seed, key);
     const double t = now_s();
-    rounds = lab_.measure(shas, max_rounds, budget_s, seed_for(plan_.seed, key), stop);
+    m = lab_.measure(shas, ask, stop);
     step.wall_s = now_s() - t;
-    const int64_t n = rounds.empty() ? 0 : int64_t(rounds[0].size());
+    const int64_t n = m.raw.empty() ? 0 : int64_t(m.raw[0].size());
     o_.samples += n * int64_t(shas.size());
     if (j_)
-      j_->append({{"ev", "measure"}, {"key", key}, {"shas", shas}, {"rounds", rounds}, {"wall_s", step.wall_s}});
+      j_->append({{"ev", "measure"}, {"key", key}, {"shas", shas}, {"block_rounds", plan_.block_rounds},
+                  {"units", m.units}, {"raw", m.raw}, {"wall_s", step.wall_s}});
   }
   step.measured = true;
-  step.rounds = rounds.empty() ? 0 : int64_t(rounds[0].size());
+  step.block_rounds = plan_.block_rounds;
+  step.units = m.units.empty() ? 0 : int64_t(m.units[0].size());
+  step.rounds = m.raw.empty() ? 0 : int64_t(m.raw[0].size());
   step.samples = step.rounds * int64_t(idx.size());
-  return rounds;
+  return m.units;
 }
 
 void Loop::decision_event(const std::string& key, const Step& s) {
@@ -176,6 +193,7 @@ void Loop::decision_event(const std::string& key, const Step& s) {
   if (s.side) ev["side"] = to_string(*s.side);
   if (s.measured) {
     ev["rounds"] = s.rounds;
+    if (s.block_rounds > 0) ev["blocks"] = s.units;
     ev["verdict"] = stats::to_string(s.decision.verdict);
     ev["effect_log"] = s.decision.effect;
     ev["ci_log"] = {s.decision.ci.lo, s.decision.ci.hi};
@@ -194,11 +212,16 @@ Outcome Loop::run() {
     if (const json* st = j_->start()) {
       if (st->at("shas").get<std::vector<std::string>>() != plan_.shas)
         throw InputError(fmt::format("journal {} is for a different commit range; use another --workdir", j_->path()));
+      // Journaled units are blocks of this many rounds (0: rounds); a replay in other units would misread them.
+      if (const int jb = st->value("block_rounds", 0); jb != plan_.block_rounds)
+        throw InputError(fmt::format("journal {} was measured with measure.block_rounds {}, the config now says {}; "
+                                     "restore it or use another --workdir",
+                                     j_->path(), jb, plan_.block_rounds));
       j_->append({{"ev", "resume"}, {"events", j_->events().size()}});
     } else {
       json ev = {{"ev", "start"}, {"shas", plan_.shas}, {"metric", to_string(plan_.metric)},
                  {"threshold", plan_.threshold}, {"threshold_absolute", plan_.threshold_absolute},
-                 {"workers", plan_.workers}, {"several", plan_.several},
+                 {"workers", plan_.workers}, {"several", plan_.several}, {"block_rounds", plan_.block_rounds},
                  {"report_improvements", plan_.report_improvements}};
       if (!plan_.weights.empty()) ev["weights"] = plan_.weights;
       j_->append(ev);
@@ -241,15 +264,15 @@ Outcome Loop::run() {
     rep.reason = "good and bad compile every case to identical machine code (equal code hashes)";
   } else {
     say("reproducing: measuring good and bad interleaved");
-    auto rule = threshold_rule(plan_.threshold, plan_.alpha, plan_.min_samples, plan_.budgets.max_samples_per_step);
-    Rounds r = measure("reproduce", {0, n - 1}, rule, plan_.budgets.max_samples_per_step, rep);
+    auto rule = threshold_rule(plan_.threshold, plan_.alpha, plan_.first_units(), plan_.max_units());
+    Rounds r = measure("reproduce", {0, n - 1}, rule, plan_.max_units(), rep);
     rep.how = "measured";
     set_level(rep, r[0], r[1]);
     const auto& d = rep.decision;
     reproduced = d.verdict == stats::Verdict::worse;
     gap_ = d.effect;
-    rep.reason = fmt::format("bad vs good: {:+.3f}% [{:+.3f}%, {:+.3f}%] after {} rounds: {} (threshold {:.3g}%)",
-                             100 * d.effect_pct(), 100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), rep.rounds,
+    rep.reason = fmt::format("bad vs good: {:+.3f}% [{:+.3f}%, {:+.3f}%] {}: {} (threshold {:.3g}%)",
+                             100 * d.effect_pct(), 100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), amount(rep),
                              stats::to_string(d.verdict), 100 * plan_.threshold);
   }
   say("reproduce: " + rep.reason);
@@ -410,7 +433,7 @@ void Loop::search(Seg g, std::deque<Seg>& work) {
       std::vector<int> idx = {g.a, g.b};
       for (size_t q : to_measure) idx.push_back(picks[q]);
       const bool b_worse = !g.improvement;
-      StepRule rule(plan_.threshold, plan_.alpha, plan_.min_samples, plan_.budgets.max_samples_per_step,
+      StepRule rule(plan_.threshold, plan_.alpha, plan_.first_units(), plan_.max_units(),
                     int(to_measure.size()), b_worse, plan_.several || plan_.report_improvements,
                     plan_.report_improvements);
       std::string key = "step:" + plan_.shas[size_t(picks[to_measure[0]])];
@@ -424,6 +447,8 @@ void Loop::search(Seg g, std::deque<Seg>& work) {
         Step& s = steps[q];
         s.measured = true;
         s.rounds = meas.rounds;
+        s.units = meas.units;
+        s.block_rounds = meas.block_rounds;
         s.samples = meas.samples;
         s.wall_s = meas.wall_s;
         const StepDecision& d = ds[k];
@@ -439,9 +464,9 @@ void Loop::search(Seg g, std::deque<Seg>& work) {
         s.how = d.level ? "measured" : "unsure";
         s.reason = fmt::format(
             "vs the midpoint of the range's levels: {:+.3f}% [{:+.3f}%, {:+.3f}%]; vs first {:+.3f}%, vs last {:+.3f}% "
-            "after {} rounds",
+            "{}",
             100 * d.side.effect_pct(), 100 * d.side.ci_lo_pct(), 100 * d.side.ci_hi_pct(), 100 * d.vs_a.effect_pct(),
-            100 * d.vs_b.effect_pct(), s.rounds);
+            100 * d.vs_b.effect_pct(), amount(s));
       }
     }
 
@@ -570,9 +595,9 @@ void Loop::verify_culprit(const Seg& g) {
     v.reason = fmt::format("{}: parent {:g} -> {} {:g}", to_string(plan_.metric), cu.parent_value, what, v.level);
   } else {
     say(fmt::format("verifying {} {}: against its parent with a fresh, larger sample", what, short_sha(v.sha)));
-    auto rule = threshold_rule(plan_.threshold, plan_.alpha, 2 * plan_.min_samples, 2 * plan_.budgets.max_samples_per_step);
+    auto rule = threshold_rule(plan_.threshold, plan_.alpha, 2 * plan_.first_units(), 2 * plan_.max_units());
     Rounds r = measure("verify:" + plan_.shas[size_t(parent)] + ":" + v.sha, {parent, c}, rule,
-                       2 * plan_.budgets.max_samples_per_step, v);
+                       2 * plan_.max_units(), v);
     v.how = "measured";
     set_level(v, r[0], r[1]);
     const auto& d = v.decision;
@@ -584,8 +609,8 @@ void Loop::verify_culprit(const Seg& g) {
     v.level += levels_[size_t(g.la)].est;
     v.level_lo += levels_[size_t(g.la)].est;
     v.level_hi += levels_[size_t(g.la)].est;
-    v.reason = fmt::format("{} vs parent: {:+.3f}% [{:+.3f}%, {:+.3f}%] after {} rounds: {}", what, 100 * d.effect_pct(),
-                           100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), v.rounds, stats::to_string(d.verdict));
+    v.reason = fmt::format("{} vs parent: {:+.3f}% [{:+.3f}%, {:+.3f}%] {}: {}", what, 100 * d.effect_pct(),
+                           100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), amount(v), stats::to_string(d.verdict));
   }
   say("verify: " + v.reason);
   decision_event("verify:" + v.sha, v);
@@ -643,6 +668,16 @@ void Loop::finish_outcome() {
 
 }  // namespace
 
+int Plan::first_units() const {
+  if (block_rounds <= 0) return min_samples;
+  return std::max(kMinBlocks, (min_samples + block_rounds - 1) / block_rounds);
+}
+
+int Plan::max_units() const {
+  if (block_rounds <= 0) return budgets.max_samples_per_step;
+  return std::max(first_units(), budgets.max_samples_per_step / block_rounds);
+}
+
 Outcome run_bisection(const Plan& plan, Lab& lab, Journal* journal, const Log& log) {
   Loop loop(plan, lab, journal, log);
   return loop.run();
@@ -695,6 +730,7 @@ Plan plan_for(const BisectConfig& cfg, const std::vector<git::CommitInfo>& commi
   p.threshold_absolute = cfg.threshold_absolute;
   p.budgets = cfg.budgets;
   p.min_samples = cfg.measure.min_samples;
+  p.block_rounds = block_rounds_of(cfg);
   p.alpha = cfg.measure.alpha;
   p.max_step_s = cfg.measure.max_step_s;
   p.seed = cfg.measure.seed;
@@ -778,15 +814,23 @@ CheckResult check_commit(const BisectConfig& cfg, const std::string& workdir_in,
   if (pt.hash_key() == pg.hash_key()) return {Side::good, "identical machine code to good"};
   if (pt.hash_key() == pb.hash_key()) return {Side::bad, "identical machine code to bad"};
   if (log) log(fmt::format("measuring {} interleaved with good and bad", short_sha(sha)));
-  auto rule = side_rule(cfg.measure.alpha, cfg.measure.min_samples, cfg.budgets.max_samples_per_step);
-  Rounds r = lab.measure({good, bad, sha}, cfg.budgets.max_samples_per_step, cfg.measure.max_step_s,
-                         seed_for(cfg.measure.seed, "check:" + sha), [&](const Rounds& x) { return rule(x); });
-  auto d = rule.finish(r);
+  const Plan plan = plan_for(cfg, {});
+  auto rule = side_rule(cfg.measure.alpha, plan.first_units(), plan.max_units());
+  MeasureAsk ask;
+  ask.max_units = plan.max_units();
+  ask.block_rounds = plan.block_rounds;
+  ask.max_time_s = cfg.measure.max_step_s;
+  ask.seed = seed_for(cfg.measure.seed, "check:" + sha);
+  const Measured m = lab.measure({good, bad, sha}, ask, [&](const Rounds& x) { return rule(x); });
+  auto d = rule.finish(m.units);
   auto side = side_of(d);
   res.side = side ? *side : Side::skip;
-  res.reason = fmt::format("vs the midpoint of good and bad: {:+.3f}% [{:+.3f}%, {:+.3f}%] after {} rounds: {}",
-                           100 * d.effect_pct(), 100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), r.empty() ? 0 : r[0].size(),
-                           side ? to_string(*side) : "unsure");
+  Step st;
+  st.block_rounds = plan.block_rounds;
+  st.units = m.units.empty() ? 0 : int64_t(m.units[0].size());
+  st.rounds = m.raw.empty() ? 0 : int64_t(m.raw[0].size());
+  res.reason = fmt::format("vs the midpoint of good and bad: {:+.3f}% [{:+.3f}%, {:+.3f}%] {}: {}", 100 * d.effect_pct(),
+                           100 * d.ci_lo_pct(), 100 * d.ci_hi_pct(), amount(st), side ? to_string(*side) : "unsure");
   return res;
 }
 

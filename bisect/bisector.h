@@ -40,6 +40,14 @@ struct Plan {
   bool threshold_absolute = false;
   Budgets budgets;
   int min_samples = 16;           // first look (rounds)
+  // Loaded executables (time, tflops): measure in blocks of this many rounds with fresh loads per block
+  // (oracle.h); 0: one load per commit, units are rounds. Other metrics: 0.
+  int block_rounds = 0;
+  // A measurement's units: the first planned look and the last (blocks: at least kMinBlocks first, and
+  // budgets.max_samples_per_step rounds as whole blocks; rounds: min_samples and max_samples_per_step).
+  int first_units() const;
+  int max_units() const;
+  static constexpr int kMinBlocks = 8;  // signed-rank on fewer blocks cannot reach alpha/looks
   double alpha = 0.05;
   double max_step_s = 120;
   uint64_t seed = 1;
@@ -63,7 +71,9 @@ struct Step {
   std::string reason;           // failure reason or evidence in words
   int same_code_as = -1;        // how == same-code: the classified commit with identical code
   bool measured = false;
-  int64_t rounds = 0, samples = 0;
+  int64_t rounds = 0, samples = 0;  // rounds timed (every block's), samples (rounds x executables' commits)
+  int64_t units = 0;                // what the decision counted: blocks, or rounds without blocks
+  int block_rounds = 0;
   stats::Decision decision;     // when measured
   // The metric at this commit relative to good, for the plot: timed metrics as a log-ratio with a 95%
   // CI (interval of the Hodges-Lehmann shift), static metrics as the value summed over the cases.

@@ -278,7 +278,8 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   }
   if (const auto m = root["measure"]) {
     if (!m.IsMap()) cx.fail(m, "'measure' must be a mapping");
-    check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "alpha", "max_step_s", "seed"});
+    check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "block_rounds", "alpha", "max_step_s",
+                                      "seed"});
     auto& s = c.measure;
     if (m["mode"]) {
       s.mode = str(cx, m["mode"], "measure.mode");
@@ -288,6 +289,13 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     if (m["min_sample_s"]) s.min_sample_s = num(cx, m["min_sample_s"], "measure.min_sample_s");
     if (m["min_samples"]) s.min_samples = positive_int(cx, m["min_samples"], "measure.min_samples");
     if (s.min_samples < 4) cx.fail(m["min_samples"], "'measure.min_samples' must be >= 4");
+    if (m["block_rounds"]) {
+      const double b = num(cx, m["block_rounds"], "measure.block_rounds");
+      if (!(b == 0 || (b >= 2 && b <= 4096 && b == std::floor(b))))
+        cx.fail(m["block_rounds"], fmt::format("'measure.block_rounds' = '{}' must be 0 (one load) or an integer in 2..4096",
+                                               m["block_rounds"].Scalar()));
+      s.block_rounds = int(b);
+    }
     if (m["alpha"]) {
       s.alpha = num(cx, m["alpha"], "measure.alpha");
       if (!(s.alpha > 0 && s.alpha < 0.5)) cx.fail(m["alpha"], "'measure.alpha' must be in (0, 0.5)");
@@ -320,6 +328,10 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     throw InputError(fmt::format("{}: budgets.max_samples_per_step ({}) is below measure.min_samples ({})", origin,
                                  c.budgets.max_samples_per_step, c.measure.min_samples));
   return c;
+}
+
+int block_rounds_of(const BisectConfig& c) {
+  return c.metric == Metric::time || c.metric == Metric::tflops ? c.measure.block_rounds : 0;
 }
 
 BisectConfig load_bisect_config(const std::string& path) {

@@ -18,13 +18,13 @@
 //   metric: time        # time | tflops | registers | spills | stack | smem | code_bytes | compile_time | max_error
 //                       # or {external: {command: [...], parse: "regex (one group)", better: higher, repeat: 1}}
 //   threshold: 0.5%     # relative; integer metrics also take an absolute count (threshold: 8)
-//   budgets: {max_builds: 40, max_samples_per_step: 1024, max_wall_s: 7200}
+//   budgets: {max_builds: 40, max_samples_per_step: 2048, max_wall_s: 7200}
 //   priors: {"llvm/lib/Target/NVPTX/**": 5, "**/docs/**": 0.05}   # path glob -> prior weight (default 1)
 //   parallel: 3              # commits probed and measured per round (default 1)
 //   several_culprits: true   # search both sides of an intermediate level (default true)
 //   report_improvements: false  # also find commits that make the metric better (default false)
-//   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, alpha: 0.05,
-//             max_step_s: 60, seed: 1}
+//   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, block_rounds: 4,
+//             alpha: 0.05, max_step_s: 60, seed: 1}
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -68,7 +68,7 @@ struct DescendSpec {
 
 struct Budgets {
   int max_builds = 40;             // toolchain builds (cached ones are free)
-  int max_samples_per_step = 1024; // rounds (samples of each executable) per measured step
+  int max_samples_per_step = 2048; // rounds (samples of each executable) per measured step
   double max_wall_s = 0;           // 0 = no limit
 };
 
@@ -78,6 +78,9 @@ struct MeasureSettings {
   std::optional<double> warmup_s, min_sample_s;
   uint64_t seed = 1;
   int min_samples = 16;    // first look of the sequential decision (rounds)
+  // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
+  // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement)
+  int block_rounds = 4;
   double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
   double max_step_s = 120; // wall time cap for one measured step
 };
@@ -108,6 +111,10 @@ struct BisectConfig {
 };
 
 BisectConfig load_bisect_config(const std::string& path);
+// Rounds per block of this config's measurements: measure.block_rounds for the metrics that time loaded
+// executables (time, tflops), 0 for the others (compile time and external metrics run fresh processes:
+// their units are rounds).
+int block_rounds_of(const BisectConfig& c);
 BisectConfig parse_bisect_config(const std::string& text, const std::string& origin);
 
 }  // namespace kb::bisect

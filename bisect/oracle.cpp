@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -207,6 +208,16 @@ std::vector<StepDecision> StepRule::finish(const Rounds& r) {
   return out_;
 }
 
+std::vector<double> block_summary(const Rounds& block) {
+  std::vector<double> out(block.size(), 0.0);
+  if (block.empty() || block[0].empty()) return out;
+  const double ref = stats::median(block[0]);
+  out[0] = ref;
+  for (size_t c = 1; c < block.size(); ++c)
+    out[c] = ref * std::exp(stats::median(stats::log_ratios(block[0], block[c])));
+  return out;
+}
+
 std::optional<Side> side_of(const stats::Decision& d) {
   if (d.verdict == stats::Verdict::worse) return Side::bad;
   if (d.verdict == stats::Verdict::better) return Side::good;
@@ -285,7 +296,10 @@ struct RealLab::Loaded {
   Probe probe;
   Sweep sweep;
   std::vector<const PlannedCase*> cases;              // sorted by key
-  std::vector<std::unique_ptr<Executable>> exes;      // per case when the metric runs them
+  // Per case when the metric runs them: a fresh load of the checked executable (a block's loads), and
+  // the loads kept for whole measurements without blocks (made on first use).
+  std::vector<std::function<std::unique_ptr<Executable>()>> reloads;
+  std::vector<std::unique_ptr<Executable>> exes;
 };
 
 RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {}
@@ -363,7 +377,8 @@ RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out, const T
       }
       p.code_hashes.push_back(r.code_hash);
       if (cfg_.metric == Metric::max_error) p.values.push_back(r.max_error);
-      L->exes.push_back(std::move(prep.exe));
+      // The executable that passed the check is dropped: measurements load their own (see oracle.h).
+      L->reloads.push_back(prep.reload);
     } else {
       Backend& be = backend_for(*pc->toolchain);
       const CompileRequest req = compile_request(*pc);
@@ -405,8 +420,7 @@ Probe RealLab::probe(const std::string& sha) {
   return p;
 }
 
-Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
-                        const RoundsStop& stop) {
+Measured RealLab::measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) {
   std::lock_guard<std::mutex> lock(mu_);
   keep_ = std::max<size_t>(6, shas.size());  // every commit of this measurement stays loaded
   std::vector<Loaded*> ls;
@@ -416,24 +430,26 @@ Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, do
     ls.push_back(&L);
   }
   const size_t k = ls[0]->cases.size();
-  Rounds rounds(shas.size());
+  Measured out;
+  out.units.resize(shas.size());
 
   // Metrics taken one commit at a time (no loaded executables): each round visits the commits in a
-  // shuffled order and asks value(i) of commit i.
+  // shuffled order and asks value(i) of commit i. A unit is a round.
   auto one_at_a_time = [&](const std::function<double(size_t)>& value) {
-    stats::Rng rng(seed);
+    stats::Rng rng(ask.seed);
     const double t0 = now_s();
     std::vector<size_t> order(shas.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    for (int r = 0; r < max_rounds; ++r) {
+    for (int r = 0; r < ask.max_units; ++r) {
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[size_t(rng.below(i))]);
       std::vector<double> v(shas.size(), 0.0);
       for (size_t oi : order) v[oi] = value(oi);
-      for (size_t i = 0; i < shas.size(); ++i) rounds[i].push_back(v[i]);
-      if (stop && stop(rounds)) break;
-      if (now_s() - t0 > max_time_s) break;
+      for (size_t i = 0; i < shas.size(); ++i) out.units[i].push_back(v[i]);
+      if (stop && stop(out.units)) break;
+      if (now_s() - t0 > ask.max_time_s) break;
     }
-    return rounds;
+    out.raw = out.units;
+    return out;
   };
 
   if (cfg_.metric == Metric::external) {
@@ -472,37 +488,78 @@ Rounds RealLab::measure(const std::vector<std::string>& shas, int max_rounds, do
     });
   }
 
-  std::vector<Executable*> exes;
   for (Loaded* L : ls)
-    for (auto& e : L->exes) {
-      if (!e) throw Error("internal: executable missing for a timed metric");
-      exes.push_back(e.get());
-    }
+    if (L->reloads.size() != k) throw Error("internal: executables missing for a timed metric");
   MeasureConfig mc = ls[0]->cases[0]->measure;
   if (cfg_.measure.mode) mc.mode = *cfg_.measure.mode;
   if (cfg_.measure.warmup_s) mc.warmup_s = *cfg_.measure.warmup_s;
   if (cfg_.measure.min_sample_s) mc.min_sample_s = *cfg_.measure.min_sample_s;
-  mc.min_samples = 2;
-  mc.max_samples = max_rounds;
   mc.min_time_s = 0;
-  mc.max_time_s = max_time_s;
   mc.noise = -1;  // never stop on noise: the decision stops
-  mc.seed = seed;
+  // Per-round values: the geometric mean over a commit's cases (ms is commit-major: commit s, case c at s*k+c).
   auto aggregate = [&](const std::vector<Measurement>& ms) {
     size_t n = ms[0].samples_s.size();
     for (const auto& m : ms) n = std::min(n, m.samples_s.size());
-    Rounds out(shas.size(), std::vector<double>(n));
+    Rounds r(shas.size(), std::vector<double>(n));
     for (size_t s = 0; s < shas.size(); ++s)
       for (size_t i = 0; i < n; ++i) {
         double lsum = 0;
         for (size_t c = 0; c < k; ++c) lsum += std::log(ms[s * k + c].samples_s[i]);
-        out[s][i] = std::exp(lsum / double(k));
+        r[s][i] = std::exp(lsum / double(k));
       }
-    return out;
+    return r;
   };
-  StopRule rule = [&](const std::vector<Measurement>& ms) { return stop ? stop(aggregate(ms)) : false; };
-  auto ms = measure_interleaved(exes, mc, rule);
-  return aggregate(ms);
+
+  if (ask.block_rounds <= 0) {
+    // One load per commit, kept across measurements; a unit is a round.
+    std::vector<Executable*> exes;
+    for (Loaded* L : ls) {
+      if (L->exes.empty())
+        for (auto& make : L->reloads) L->exes.push_back(make());
+      for (auto& e : L->exes) exes.push_back(e.get());
+    }
+    mc.min_samples = 2;
+    mc.max_samples = ask.max_units;
+    mc.max_time_s = ask.max_time_s;
+    mc.seed = ask.seed;
+    StopRule rule = [&](const std::vector<Measurement>& ms) { return stop ? stop(aggregate(ms)) : false; };
+    out.units = aggregate(measure_interleaved(exes, mc, rule));
+    out.raw = out.units;
+    return out;
+  }
+
+  // Blocks: every block loads all executables again in a random order (the previous block's are gone
+  // first), times block_rounds interleaved rounds and adds one unit per commit (block_summary).
+  out.raw.resize(shas.size());
+  std::mt19937_64 rng(ask.seed);
+  const size_t total = shas.size() * k;
+  const double t0 = now_s();
+  for (int u = 0; u < ask.max_units; ++u) {
+    const double left = ask.max_time_s - (now_s() - t0);
+    if (left <= 0) break;
+    std::vector<std::unique_ptr<Executable>> fresh(total);
+    std::vector<size_t> order(total);
+    for (size_t i = 0; i < total; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) fresh[i] = ls[i / k]->reloads[i % k]();
+    std::vector<Executable*> exes;
+    for (auto& e : fresh) exes.push_back(e.get());
+    MeasureConfig bc = mc;
+    bc.seed = rng();
+    bc.min_samples = bc.max_samples = ask.block_rounds;
+    bc.max_time_s = left;
+    // The process is warm after the first block: a short warmup touches the new loads (one run at least).
+    if (u > 0) bc.warmup_s = std::min(bc.warmup_s, 0.002);
+    const Rounds block = aggregate(measure_interleaved(exes, bc));
+    if (block[0].size() < size_t(ask.block_rounds)) break;  // the time ran out inside the block: dropped
+    const std::vector<double> sum = block_summary(block);
+    for (size_t s = 0; s < shas.size(); ++s) {
+      out.raw[s].insert(out.raw[s].end(), block[s].begin(), block[s].end());
+      out.units[s].push_back(sum[s]);
+    }
+    if (stop && stop(out.units)) break;
+  }
+  return out;
 }
 
 }  // namespace kb::bisect

@@ -2,9 +2,19 @@
 //
 // A Lab answers the two things the bisection needs from the world: probe(sha) builds the toolchain at a
 // commit and compiles the cases with it (code hashes and static metrics, no timing), and measure() times
-// several commits' executables interleaved in one process, round by round, until a stop rule says the
+// several commits' executables interleaved in one process, unit by unit, until a stop rule says the
 // question is decided. RealLab does this with the provider, the compile cache, the backends and
 // harness/measure; the simulation (bisect/simulate) implements the same interface with synthetic commits.
+//
+// Units are BLOCKS for loaded executables (the time and tflops metrics, block_rounds > 0): every block
+// loads all the commits' executables again (fresh code mapping and buffers, in a random order), times
+// block_rounds interleaved rounds and is summarized per commit (block_summary). Two loads of identical code
+// run at different speeds for as long as they stay loaded (placement: pages, cache sets, aliasing between
+// operands; measured in #3 at a few tenths of a percent), so with one load per commit for the whole
+// bisection the good and bad endpoints would carry one fixed placement offset into every step and bias
+// each ±0.25% midpoint question the same way. Reloaded per block, placement varies between blocks and
+// widens the CI instead of biasing it (the same design as `kbisect ab`, harness/ab.h). block_rounds = 0
+// keeps one load per commit and decides on rounds.
 //
 // The decisions themselves are pure (no I/O) and shared by both:
 //  - static metrics: compare values, no timing at all;
@@ -51,19 +61,37 @@ struct Probe {
 nlohmann::json to_json(const Probe& p);
 Probe probe_from_json(const nlohmann::json& j);
 
-// Rounds of an interleaved measurement: [commit][round], each value the case-aggregated sample of that
-// commit in that round (geometric mean over the cases of their per-case samples).
+// Values of an interleaved measurement: [commit][i], each value the case-aggregated sample of that commit
+// (geometric mean over the cases of their per-case samples) in round i, or its block summary in unit i.
 using Rounds = std::vector<std::vector<double>>;
-using RoundsStop = std::function<bool(const Rounds&)>;
+using RoundsStop = std::function<bool(const Rounds&)>;  // called with the units so far
+
+// One measurement's request: at most max_units units (blocks of block_rounds rounds, or single rounds when
+// block_rounds is 0) within max_time_s.
+struct MeasureAsk {
+  int max_units = 0;
+  int block_rounds = 0;
+  double max_time_s = 0;
+  uint64_t seed = 1;
+};
+
+struct Measured {
+  Rounds units;  // [commit][unit]: what the decisions see
+  Rounds raw;    // [commit][round]: every timed round of the complete units, in order (== units without blocks)
+};
+
+// A block's summary per commit, paired to the first commit within the block: commit 0 gets the median of
+// its rounds, commit c that times exp(median_i log(x_c,i / x_0,i)). Ratios between two commits' summaries
+// are then medians of paired log-ratios (drift inside the block cancels), as in `kbisect ab`.
+std::vector<double> block_summary(const Rounds& block);
 
 class Lab {
  public:
   virtual ~Lab() = default;
   virtual Probe probe(const std::string& sha) = 0;
-  // Measures the commits interleaved (all already probed ok), calling stop after each round; ends when
-  // stop returns true, after max_rounds, or after max_time_s.
-  virtual Rounds measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
-                         const RoundsStop& stop) = 0;
+  // Measures the commits interleaved (all already probed ok), calling stop after each unit; ends when stop
+  // returns true, after ask.max_units, or after ask.max_time_s (a partial block is dropped).
+  virtual Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) = 0;
 };
 
 // ---- pure decisions ------------------------------------------------------------------------------
@@ -160,8 +188,7 @@ class RealLab : public Lab {
   RealLab(const BisectConfig& cfg, Provider& provider);
   ~RealLab() override;
   Probe probe(const std::string& sha) override;
-  Rounds measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
-                 const RoundsStop& stop) override;
+  Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) override;
 
  private:
   struct Loaded;

@@ -46,6 +46,10 @@ json step_json(const BisectConfig& cfg, const Step& s, const std::vector<git::Co
   if (s.measured) {
     j["rounds"] = s.rounds;
     j["samples"] = s.samples;
+    if (s.block_rounds > 0) {
+      j["blocks"] = s.units;  // the decision's n counts blocks (fresh loads each), not rounds
+      j["block_rounds"] = s.block_rounds;
+    }
     j["decision"] = decision_to_json(s.decision);
   }
   if (s.has_level) {
@@ -144,6 +148,7 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
                  {"threshold", cfg.threshold},
                  {"threshold_absolute", cfg.threshold_absolute},
                  {"alpha", cfg.measure.alpha},
+                 {"block_rounds", block_rounds_of(cfg)},
                  {"budgets",
                   {{"max_builds", cfg.budgets.max_builds},
                    {"max_samples_per_step", cfg.budgets.max_samples_per_step},

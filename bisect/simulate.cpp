@@ -1,6 +1,7 @@
 #include "bisect/simulate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <map>
 
@@ -82,7 +83,7 @@ std::vector<int> History::improvements() const {
 std::string SimLab::sha_of(int i) { return fmt::format("sim{:06d}", i); }
 int SimLab::index_of(const std::string& sha) { return std::stoi(sha.substr(3)); }
 
-SimLab::SimLab(const SimConfig& c, const History& h, uint64_t) : c_(c), h_(h) {}
+SimLab::SimLab(const SimConfig& c, const History& h, uint64_t seed) : c_(c), h_(h), seed_(seed) {}
 
 Probe SimLab::probe(const std::string& sha) {
   const int i = index_of(sha);
@@ -98,20 +99,48 @@ Probe SimLab::probe(const std::string& sha) {
   return p;
 }
 
-Rounds SimLab::measure(const std::vector<std::string>& shas, int max_rounds, double, uint64_t seed,
-                       const RoundsStop& stop) {
+Measured SimLab::measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) {
   NoiseModel m = c_.noise;
-  m.seed = seed;
+  m.seed = ask.seed;
   NoiseGenerator gen(m);
   std::vector<double> truth;
   for (const auto& s : shas) truth.push_back(h_.time_at(index_of(s), c_));
-  Rounds r(shas.size());
-  for (int k = 0; k < max_rounds; ++k) {
-    auto row = gen.round(truth);
-    for (size_t i = 0; i < shas.size(); ++i) r[i].push_back(row[i]);
-    if (stop && stop(r)) break;
+  Measured out;
+  out.units.resize(shas.size());
+  if (ask.block_rounds <= 0) {
+    // One load per commit for the lab's life: the same placement offset in every measurement.
+    std::vector<double> t = truth;
+    for (size_t i = 0; i < shas.size(); ++i) {
+      stats::Rng load(seed_ * 0x9E3779B97F4A7C15ULL + uint64_t(index_of(shas[i])));
+      t[i] *= std::exp(c_.load_sd * load.normal());
+    }
+    for (int k = 0; k < ask.max_units; ++k) {
+      auto row = gen.round(t);
+      for (size_t i = 0; i < shas.size(); ++i) out.units[i].push_back(row[i]);
+      if (stop && stop(out.units)) break;
+    }
+    out.raw = out.units;
+    return out;
   }
-  return r;
+  // Blocks: fresh loads (new offsets) per block, block_summary per commit.
+  out.raw.resize(shas.size());
+  stats::Rng load(ask.seed ^ 0x5851F42D4C957F2DULL);
+  for (int u = 0; u < ask.max_units; ++u) {
+    std::vector<double> t = truth;
+    for (auto& x : t) x *= std::exp(c_.load_sd * load.normal());
+    Rounds block(shas.size());
+    for (int k = 0; k < ask.block_rounds; ++k) {
+      auto row = gen.round(t);
+      for (size_t i = 0; i < shas.size(); ++i) block[i].push_back(row[i]);
+    }
+    const std::vector<double> sum = block_summary(block);
+    for (size_t i = 0; i < shas.size(); ++i) {
+      out.raw[i].insert(out.raw[i].end(), block[i].begin(), block[i].end());
+      out.units[i].push_back(sum[i]);
+    }
+    if (stop && stop(out.units)) break;
+  }
+  return out;
 }
 
 namespace {
@@ -141,6 +170,7 @@ MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, co
   p.budgets.max_builds = 1000;
   p.budgets.max_samples_per_step = c.max_samples_per_step;
   p.min_samples = c.min_samples;
+  p.block_rounds = c.block_rounds;
   p.alpha = c.alpha;
   p.max_step_s = 1e9;
   p.seed = seed;

@@ -29,7 +29,12 @@ struct SimConfig {
   double threshold = 0.0025;
   double alpha = 0.05;
   int min_samples = 16;
-  int max_samples_per_step = 1024;
+  int max_samples_per_step = 2048;
+  // Placement (bisect/oracle.h): every load of a commit's executable runs at a fixed lognormal offset of
+  // this sd for as long as it stays loaded (0: the spec's model, no placement effect). kbisect measures in
+  // blocks of block_rounds rounds with fresh loads (0: one load per commit for the whole bisection).
+  double load_sd = 0;
+  int block_rounds = 4;
   // baselines
   int plain_samples = 10;
   double plain_alpha = 0.05;
@@ -86,14 +91,14 @@ class SimLab : public Lab {
  public:
   SimLab(const SimConfig& c, const History& h, uint64_t seed);
   Probe probe(const std::string& sha) override;
-  Rounds measure(const std::vector<std::string>& shas, int max_rounds, double max_time_s, uint64_t seed,
-                 const RoundsStop& stop) override;
+  Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) override;
   static std::string sha_of(int i);
   static int index_of(const std::string& sha);
 
  private:
   const SimConfig& c_;
   const History& h_;
+  uint64_t seed_;
 };
 
 MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, const RunOptions& opts = {});

@@ -157,6 +157,9 @@ TEST(Config, ErrorsNameFileLineAndField) {
   };
   expect_error(base + "colour: red\n", "unknown field 'colour'");
   expect_error(base + "first_parent: maybe\n", "first_parent");
+  expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {block_rounds: 1, "),
+               "'measure.block_rounds' = '1' must be 0 (one load) or an integer in 2..4096");
+  EXPECT_EQ(load_bisect_config(write_config(r, base, "c.yaml")).measure.block_rounds, 4);  // the default
   expect_error(std::string(base).replace(base.find("metric: time"), 12, "metric: speed"), "metric 'speed'");
   expect_error(std::string(base).replace(base.find("threshold: 0.5%"), 15, "threshold: lots"), "threshold");
   expect_error(std::string(base).replace(base.find("{in_tree: tc.yaml}"), 18, "{build: {command: make}}"),
@@ -348,10 +351,17 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
     EXPECT_EQ(count_events(after, "build_start", sha), 1) << sha;
     EXPECT_EQ(count_events(after, "build_end", sha), 1) << sha;
   }
-  // No measurement repeated either.
+  // No measurement repeated either. Each is journaled in blocks (fresh loads per block): the decisions'
+  // units and every timed round.
   std::map<std::string, int> keys;
   for (const auto& e : after)
-    if (e.value("ev", "") == "measure") EXPECT_EQ(++keys[e["key"].get<std::string>()], 1) << e["key"];
+    if (e.value("ev", "") == "measure") {
+      EXPECT_EQ(++keys[e["key"].get<std::string>()], 1) << e["key"];
+      EXPECT_EQ(e["block_rounds"], 4);
+      ASSERT_FALSE(e["units"].empty());
+      EXPECT_GE(e["units"][0].size(), 8u);  // the first look is 8 blocks
+      EXPECT_EQ(e["raw"][0].size(), 4 * e["units"][0].size());
+    }
   EXPECT_EQ(count_events(after, "resume"), 1);
 
   // Resuming a finished run replays everything: no build, no measurement, same answer.
@@ -361,6 +371,13 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
   const auto final_events = journal_events(wd);
   EXPECT_EQ(count_events(final_events, "build_start"), count_events(after, "build_start"));
   EXPECT_EQ(count_events(final_events, "measure"), count_events(after, "measure"));
+  // Resuming with other units (one load, decisions on rounds) would misread the journal: refused.
+  const std::string cfg_text = kb::read_file(cfgp);
+  const std::string other = write_config(
+      r, std::string(cfg_text).replace(cfg_text.find("measure: {"), 10, "measure: {block_rounds: 0, "), "other.yaml");
+  kb::RunResult units = kb::run_process({kBinary, "bisect", other, "--workdir", wd, "--resume"}, o);
+  EXPECT_EQ(units.exit_code, 2);
+  EXPECT_NE(units.err.find("measure.block_rounds 4, the config now says 0"), std::string::npos) << units.err;
   // Without --resume an existing journal is refused.
   kb::RunResult refused = kb::run_process({kBinary, "bisect", cfgp, "--workdir", wd}, o);
   EXPECT_EQ(refused.exit_code, 2);

@@ -168,3 +168,45 @@ TEST(SimPriors, InformativePriorsSaveBuildsMisleadingOnesStillFind) {
   EXPECT_GE(correct_mis, runs - 1);
   EXPECT_LT(mis, 2.5 * uni);  // bounded extra cost
 }
+
+// ---- placement: blocks with fresh loads ------------------------------------------------------------
+
+TEST(BlockSummary, PairedMedianPerCommit) {
+  // Commit 0 drifts a lot within the block; commit 1 is 10% slower in every round, commit 2 2% faster
+  // except for one outlier round. Summaries keep commit 0's median scale and the paired ratios exactly.
+  const Rounds block = {{1.0, 2.0, 4.0, 1.5, 3.0}, {1.1, 2.2, 4.4, 1.65, 3.3}, {0.98, 1.96, 8.0, 1.47, 2.94}};
+  const auto s = block_summary(block);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_DOUBLE_EQ(s[0], 2.0);              // median of commit 0
+  EXPECT_NEAR(s[1] / s[0], 1.10, 1e-12);    // every paired ratio is 1.1
+  EXPECT_NEAR(s[2] / s[0], 0.98, 1e-12);    // the outlier round does not move the median ratio
+  // Unpaired medians would have said 2.2 / 2.0 for commit 1 too, but 2.94 / 2.0 = +47% for commit 2.
+  EXPECT_EQ(block_summary(Rounds{{}, {}}), (std::vector<double>{0, 0}));
+}
+
+TEST(SimPlacement, BlocksWithFreshLoadsSurviveLoadOffsets) {
+  // Each load of an executable runs at its own fixed offset (sd 0.4%, the size behind the A/A false
+  // positives of one-load `kbisect ab`). With one load per commit for the whole bisection the good and
+  // bad endpoints carry their offsets into every ±0.25% midpoint question; with fresh loads per block the
+  // offsets vary between blocks and only widen the CI.
+  SimConfig c;
+  c.commits = 256;
+  c.load_sd = 0.004;
+  int one_load = 0, blocks = 0;
+  const int runs = 12;
+  for (uint64_t seed = 1; seed <= runs; ++seed) {
+    History h = make_history(c, seed);
+    SimConfig a = c;
+    a.block_rounds = 0;
+    one_load += run_kbisect(a, h, seed).correct;
+    blocks += run_kbisect(c, h, seed).correct;
+  }
+  EXPECT_LE(one_load, runs / 2) << "one load per commit: " << one_load << " of " << runs << " right";
+  EXPECT_GE(blocks, runs - 1) << "blocks: " << blocks << " of " << runs << " right";
+  // Without placement offsets both designs are right (the block design costs some samples, not accuracy).
+  SimConfig q = c;
+  q.load_sd = 0;
+  int quiet = 0;
+  for (uint64_t seed = 1; seed <= runs; ++seed) quiet += run_kbisect(q, make_history(q, seed), seed).correct;
+  EXPECT_GE(quiet, runs - 1);
+}
