@@ -218,6 +218,16 @@ std::vector<double> block_summary(const Rounds& block) {
   return out;
 }
 
+void add_block(Measured& m, const Rounds& block) {
+  const std::vector<double> sum = block_summary(block);
+  m.raw.resize(block.size());
+  m.units.resize(block.size());
+  for (size_t c = 0; c < block.size(); ++c) {
+    m.raw[c].insert(m.raw[c].end(), block[c].begin(), block[c].end());
+    m.units[c].push_back(sum[c]);
+  }
+}
+
 std::optional<Side> side_of(const stats::Decision& d) {
   if (d.verdict == stats::Verdict::worse) return Side::bad;
   if (d.verdict == stats::Verdict::better) return Side::good;
@@ -552,11 +562,7 @@ Measured RealLab::measure(const std::vector<std::string>& shas, const MeasureAsk
     if (u > 0) bc.warmup_s = std::min(bc.warmup_s, 0.002);
     const Rounds block = aggregate(measure_interleaved(exes, bc));
     if (block[0].size() < size_t(ask.block_rounds)) break;  // the time ran out inside the block: dropped
-    const std::vector<double> sum = block_summary(block);
-    for (size_t s = 0; s < shas.size(); ++s) {
-      out.raw[s].insert(out.raw[s].end(), block[s].begin(), block[s].end());
-      out.units[s].push_back(sum[s]);
-    }
+    add_block(out, block);
     if (stop && stop(out.units)) break;
   }
   return out;

@@ -84,6 +84,8 @@ struct Measured {
 // its rounds, commit c that times exp(median_i log(x_c,i / x_0,i)). Ratios between two commits' summaries
 // are then medians of paired log-ratios (drift inside the block cancels), as in `kbisect ab`.
 std::vector<double> block_summary(const Rounds& block);
+// Appends a complete block to m: its rounds to m.raw, its block_summary to m.units (sized per commit).
+void add_block(Measured& m, const Rounds& block);
 
 class Lab {
  public:

@@ -133,11 +133,7 @@ Measured SimLab::measure(const std::vector<std::string>& shas, const MeasureAsk&
       auto row = gen.round(t);
       for (size_t i = 0; i < shas.size(); ++i) block[i].push_back(row[i]);
     }
-    const std::vector<double> sum = block_summary(block);
-    for (size_t i = 0; i < shas.size(); ++i) {
-      out.raw[i].insert(out.raw[i].end(), block[i].begin(), block[i].end());
-      out.units[i].push_back(sum[i]);
-    }
+    add_block(out, block);
     if (stop && stop(out.units)) break;
   }
   return out;
