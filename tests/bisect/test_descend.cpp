@@ -24,14 +24,6 @@ namespace {
 
 const std::string kBinary = KBISECT_BINARY_DIR "/kbisect";
 
-const char* kCases = R"(benchmarks:
-  - kernel: matmul_tiled
-    backend: cpu
-    params: {BM: 32, BN: 64, BK: 64, MR: 4, NR: 16}
-    dtypes: [f32]
-    shapes: [[64, 64, 64]]
-)";
-
 // The outer "build": a compiler wrapper with the flags of the inner commit named in pin.txt.
 std::string build_script(const std::string& inner) {
   return fmt::format(R"SH(#!/bin/sh
@@ -55,16 +47,8 @@ std::string config_text(const GitRepo& outer, const GitRepo& inner, const std::s
       "provider: {{build: {{command: 'sh build.sh', timeout_s: 60, toolchain: {{name: outer, backend: cpu, kind: clang, "
       "compiler: '{{out}}/cc'}}}}}}\n"
       "descend:\n  pin_file: pin.txt\n  repo: {}\n  provider: {{in_tree: tc.yaml}}\n{}"
-      "{}metric: time\nthreshold: 20%\n"
-      "budgets: {{max_builds: 20, max_samples_per_step: 64}}\n"
-      "measure: {{min_samples: 8, max_step_s: 20, warmup_s: 0.01}}\n",
-      outer.path(), good, bad, inner.path(), descend_extra, kCases);
-}
-
-std::string write_config(const GitRepo& r, const std::string& text) {
-  const std::string p = r.tmp() + "/bisect.yaml";
-  kb::write_file_atomic(p, text);
-  return p;
+      "{}metric: time\nthreshold: 20%\n{}",
+      outer.path(), good, bad, inner.path(), descend_extra, kbtest::kSmallCase, kbtest::budget_lines());
 }
 
 std::vector<std::string> lines_of(const std::string& s) {
@@ -115,7 +99,7 @@ TEST(Descend, NamesTheOuterBumpAndTheInnerCommit) {
   out.push_back(outer.commit({{"src.txt", "c\n"}}, "outer: another change"));
   out.push_back(outer.commit({{"README", "x\n"}}, "outer: docs"));
 
-  const std::string cfgp = write_config(outer, config_text(outer, inner, out.front(), out.back()));
+  const std::string cfgp = kbtest::write_tmp(outer, config_text(outer, inner, out.front(), out.back()));
   const std::string wd = outer.tmp() + "/work";
   kb::RunOptions o;
   o.timeout_s = 900;

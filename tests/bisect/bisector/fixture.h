@@ -81,4 +81,41 @@ inline std::string cpu_toolchain(const std::string& flags, const std::string& co
   return fmt::format("name: kc\nbackend: cpu\nkind: clang\ncompiler: {}\nflags: [{}]\n", compiler, f);
 }
 
+// A small matmul case (fast to compile and run at any -O level): a config's benchmarks: block.
+inline constexpr const char* kSmallCase = R"(benchmarks:
+  - kernel: matmul_tiled
+    backend: cpu
+    params: {BM: 32, BN: 64, BK: 64, MR: 4, NR: 16}
+    dtypes: [f32]
+    shapes: [[64, 64, 64]]
+)";
+
+// Small budgets for test bisections: the budgets: and measure: lines.
+struct TestBudgets {
+  int max_builds = 20;
+  int min_samples = 8;
+  int max_step_s = 20;
+};
+inline std::string budget_lines(const TestBudgets& b = {}) {
+  return fmt::format(
+      "budgets: {{max_builds: {}, max_samples_per_step: 64}}\n"
+      "measure: {{min_samples: {}, max_step_s: {}, warmup_s: 0.01}}\n",
+      b.max_builds, b.min_samples, b.max_step_s);
+}
+
+// A bisection config of the small case over r's commits good..bad; extra lines go last.
+inline std::string bisect_config(const GitRepo& r, const std::string& good, const std::string& bad,
+                                 const std::string& provider, const std::string& metric, const std::string& threshold,
+                                 const std::string& extra = "", const TestBudgets& b = {}) {
+  return fmt::format("name: t\nrepo: {}\ngood: {}\nbad: {}\nprovider: {}\n{}metric: {}\nthreshold: {}\n{}{}", r.path(),
+                     good, bad, provider, kSmallCase, metric, threshold, budget_lines(b), extra);
+}
+
+// Writes text into r's temporary directory as name; returns the path.
+inline std::string write_tmp(const GitRepo& r, const std::string& text, const std::string& name = "bisect.yaml") {
+  const std::string p = r.tmp() + "/" + name;
+  kb::write_file_atomic(p, text);
+  return p;
+}
+
 }  // namespace kbtest

@@ -34,29 +34,8 @@ namespace {
 
 const std::string kBinary = KBISECT_BINARY_DIR "/kbisect";
 
-// A small matmul case (fast to compile and run at any -O level).
-const char* kCases = R"(benchmarks:
-  - kernel: matmul_tiled
-    backend: cpu
-    params: {BM: 32, BN: 64, BK: 64, MR: 4, NR: 16}
-    dtypes: [f32]
-    shapes: [[64, 64, 64]]
-)";
-
-std::string config(const GitRepo& r, const std::string& good, const std::string& bad, const std::string& provider,
-                   const std::string& metric, const std::string& threshold, const std::string& extra = "") {
-  return fmt::format(
-      "name: t\nrepo: {}\ngood: {}\nbad: {}\nprovider: {}\n{}metric: {}\nthreshold: {}\n"
-      "budgets: {{max_builds: 20, max_samples_per_step: 64}}\n"
-      "measure: {{min_samples: 8, max_step_s: 20, warmup_s: 0.01}}\n{}",
-      r.path(), good, bad, provider, kCases, metric, threshold, extra);
-}
-
-std::string write_config(const GitRepo& r, const std::string& text, const std::string& name = "bisect.yaml") {
-  const std::string p = r.tmp() + "/" + name;
-  kb::write_file_atomic(p, text);
-  return p;
-}
+using kbtest::bisect_config;
+using kbtest::write_tmp;
 
 // A "compiler build": writes $KBISECT_OUT/cc, a wrapper that runs clang++-19 with the commit's flags.txt.
 const char* kBuildScript = R"SH(#!/bin/sh
@@ -144,9 +123,9 @@ TEST(Journal, TornLastLineIsDroppedAndResumeIndexes) {
 TEST(Config, ErrorsNameFileLineAndField) {
   GitRepo r;
   r.commit({{"tc.yaml", cpu_toolchain("-O2")}}, "init");
-  const std::string base = config(r, "HEAD", "HEAD", "{in_tree: tc.yaml}", "time", "0.5%");
+  const std::string base = bisect_config(r, "HEAD", "HEAD", "{in_tree: tc.yaml}", "time", "0.5%");
   auto expect_error = [&](const std::string& text, const std::string& needle) {
-    const std::string p = write_config(r, text, "c.yaml");
+    const std::string p = write_tmp(r, text, "c.yaml");
     try {
       load_bisect_config(p);
       ADD_FAILURE() << "no error for: " << needle;
@@ -159,14 +138,14 @@ TEST(Config, ErrorsNameFileLineAndField) {
   expect_error(base + "first_parent: maybe\n", "first_parent");
   expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {block_rounds: 1, "),
                "'measure.block_rounds' = '1' must be 0 (one load) or an integer in 2..4096");
-  EXPECT_EQ(load_bisect_config(write_config(r, base, "c.yaml")).measure.block_rounds, 4);  // the default
+  EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.block_rounds, 4);  // the default
   expect_error(std::string(base).replace(base.find("metric: time"), 12, "metric: speed"), "metric 'speed'");
   expect_error(std::string(base).replace(base.find("threshold: 0.5%"), 15, "threshold: lots"), "threshold");
   expect_error(std::string(base).replace(base.find("{in_tree: tc.yaml}"), 18, "{build: {command: make}}"),
                "missing field 'toolchain'");
   // Line and column of the offending node.
   try {
-    load_bisect_config(write_config(r, std::string(base).replace(base.find("max_builds: 20"), 14, "max_builds: -3"), "c.yaml"));
+    load_bisect_config(write_tmp(r, std::string(base).replace(base.find("max_builds: 20"), 14, "max_builds: -3"), "c.yaml"));
     ADD_FAILURE();
   } catch (const kb::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("c.yaml:"), std::string::npos) << e.what();
@@ -187,7 +166,7 @@ TEST(Bisect, FindsTheCommitThatSwitchesFlagsByRuntime) {
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O0 -fstack-protector-all")}}, "stack protector"));
   s.push_back(r.commit({{"README", "more docs\n"}}, "docs again"));
   s.push_back(r.commit({{"README", "even more docs\n"}}, "docs, bad end"));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "time", "20%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "time", "20%"));
   const std::string wd = r.tmp() + "/work";
   BisectRun run = bisect(load_bisect_config(cfgp), wd, false);
   const Outcome& o = run.outcome;
@@ -235,7 +214,7 @@ TEST(Bisect, StaticMetricNeedsNoTiming) {
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -funroll-loops -march=x86-64-v3 -fno-omit-frame-pointer")}},
                        "frame pointer again"));
   s.push_back(r.commit({{"README", "y\n"}}, "docs"));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"));
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   const Outcome& o = run.outcome;
   ASSERT_EQ(o.verdict, "culprit") << o.summary << " / " << (o.reproduce ? o.reproduce->reason : "");
@@ -259,7 +238,7 @@ TEST(Bisect, SkipsCommitsThatDoNotBuild) {
   s.push_back(r.commit({{"BROKEN", ""}}, "fix the build"));
   s.push_back(r.commit({{"flags.txt", "-O3 -funroll-loops -march=x86-64-v3"}}, "unroll"));
   s.push_back(r.commit({{"README", "b\n"}}, "docs"));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   const Outcome& o = run.outcome;
   ASSERT_EQ(o.verdict, "culprit") << o.summary;
@@ -280,7 +259,7 @@ TEST(Bisect, SkipsCommitsThatDoNotBuild) {
   t.push_back(q.commit({{"build.sh", kBuildScript}, {"flags.txt", "-O1"}}, "good"));
   t.push_back(q.commit({{"BROKEN", "1\n"}, {"flags.txt", "-O3 -funroll-loops -march=x86-64-v3"}}, "broken + unroll"));
   t.push_back(q.commit({{"BROKEN", ""}}, "fixed"));
-  BisectRun amb = bisect(load_bisect_config(write_config(q, config(q, t[0], t[2], kBuildProvider, "code_bytes", "25%"))),
+  BisectRun amb = bisect(load_bisect_config(write_tmp(q, bisect_config(q, t[0], t[2], kBuildProvider, "code_bytes", "25%"))),
                          q.tmp() + "/work", false);
   EXPECT_EQ(amb.outcome.verdict, "ambiguous");
   ASSERT_EQ(amb.outcome.candidates.size(), 2u);
@@ -298,7 +277,7 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
                          "-O0 -fno-omit-frame-pointer", "-O0 -fstack-protector-all -fno-omit-frame-pointer"};
   for (int i = 0; i < 7; ++i) s.push_back(r.commit({{"flags.txt", flags[i]}}, fmt::format("change {}", i + 1)));
   // culprit: index 4 ("-O0")
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), kBuildProvider, "time", "20%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), kBuildProvider, "time", "20%"));
   const std::string wd = r.tmp() + "/work";
   const std::string log = r.tmp() + "/first.log";
 
@@ -373,7 +352,7 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
   EXPECT_EQ(count_events(final_events, "measure"), count_events(after, "measure"));
   // Resuming with other units (one load, decisions on rounds) would misread the journal: refused.
   const std::string cfg_text = kb::read_file(cfgp);
-  const std::string other = write_config(
+  const std::string other = write_tmp(
       r, std::string(cfg_text).replace(cfg_text.find("measure: {"), 10, "measure: {block_rounds: 0, "), "other.yaml");
   kb::RunResult units = kb::run_process({kBinary, "bisect", other, "--workdir", wd, "--resume"}, o);
   EXPECT_EQ(units.exit_code, 2);
@@ -395,7 +374,7 @@ TEST(Bisect, NotReproducedWhenThereIsNoRegression) {
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O1")}}, "good"));
   s.push_back(r.commit({{"README", "a\n"}}, "docs"));
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -march=native")}}, "optimize more"));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "time", "50%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "time", "50%"));
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   EXPECT_EQ(run.outcome.verdict, "not-reproduced") << run.outcome.summary;
   ASSERT_TRUE(run.outcome.reproduce.has_value());
@@ -411,7 +390,7 @@ TEST(Bisect, NotReproducedWhenThereIsNoRegression) {
   GitRepo q;
   auto a = q.commit({{"tc.yaml", cpu_toolchain("-O2")}}, "a");
   auto b = q.commit({{"README", "z\n"}}, "b");
-  BisectRun same = bisect(load_bisect_config(write_config(q, config(q, a, b, "{in_tree: tc.yaml}", "time", "1%"))),
+  BisectRun same = bisect(load_bisect_config(write_tmp(q, bisect_config(q, a, b, "{in_tree: tc.yaml}", "time", "1%"))),
                           q.tmp() + "/work", false);
   EXPECT_EQ(same.outcome.verdict, "not-reproduced");
   EXPECT_EQ(same.outcome.samples, 0);
@@ -425,7 +404,7 @@ TEST(Bisect, ClearErrorsForBadRangesAndHangingBuilds) {
   auto b = r.commit({{"README", "1\n"}}, "b");
   auto expect_error = [&](const std::string& good, const std::string& bad, const std::string& needle,
                           const std::string& provider = "{in_tree: tc.yaml}") {
-    const std::string p = write_config(r, config(r, good, bad, provider, "code_bytes", "10%"), "e.yaml");
+    const std::string p = write_tmp(r, bisect_config(r, good, bad, provider, "code_bytes", "10%"), "e.yaml");
     try {
       bisect(load_bisect_config(p), r.tmp() + "/work-" + std::to_string(std::rand()), false);
       ADD_FAILURE() << "no error, expected: " << needle;
@@ -465,7 +444,7 @@ TEST(Bisect, SubjectsWithShellSyntaxNeverReachAShell) {
   s.push_back(r.commit({{"README", "3\n"}}, subj[4]));
   s.push_back(r.commit({{"flags.txt", "-O3 -funroll-loops -march=x86-64-v3"}}, subj[5]));
   s.push_back(r.commit({{"README", "4\n"}}, subj[6]));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
   kb::RunOptions o;
   o.timeout_s = 600;
   kb::RunResult rr = kb::run_process({kBinary, "bisect", cfgp, "--workdir", r.tmp() + "/work"}, o);
@@ -491,7 +470,7 @@ TEST(Check, ExitCodesForGitBisectRun) {
   s.push_back(r.commit({{"BROKEN", "1\n"}}, "broken"));
   s.push_back(r.commit({{"BROKEN", ""}, {"flags.txt", "-O3 -funroll-loops -march=x86-64-v3"}}, "culprit"));
   s.push_back(r.commit({{"README", "1\n"}}, "bad"));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
   kb::RunOptions o;
   o.timeout_s = 300;
   auto check = [&](const std::string& rev) {
@@ -529,7 +508,7 @@ TEST(Check, RealGitBisectRunAndBisectExitCodes) {
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -funroll-loops -march=x86-64-v3")}}, "unroll everything"));
   s.push_back(r.commit({{"README", "1\n"}}, "docs"));
   s.push_back(r.commit({{"README", "2\n"}}, "bad end"));
-  const std::string cfgp = write_config(r, config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"));
+  const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"));
   kb::RunOptions o;
   o.timeout_s = 300;
   o.cwd = r.path();
@@ -546,7 +525,7 @@ TEST(Check, RealGitBisectRunAndBisectExitCodes) {
   git({"bisect", "reset"});
 
   // A config whose good ref does not exist: every check fails with 130 and git aborts the run.
-  const std::string badcfg = write_config(r, config(r, "no-such-ref", s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "bad.yaml");
+  const std::string badcfg = write_tmp(r, bisect_config(r, "no-such-ref", s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "bad.yaml");
   ASSERT_TRUE(git({"bisect", "start", s.back(), s.front()}).ok());
   auto aborted = git({"bisect", "run", kBinary, "check", badcfg, "--commit", "HEAD", "--workdir", r.tmp() + "/work2"});
   EXPECT_NE(aborted.exit_code, 0) << aborted.out << aborted.err;
@@ -560,7 +539,7 @@ TEST(Check, RealGitBisectRunAndBisectExitCodes) {
   auto found = kb::run_process({kBinary, "bisect", cfgp, "--workdir", r.tmp() + "/w-found", "-q"}, bo);
   EXPECT_EQ(found.exit_code, 0) << found.out << found.err;
   EXPECT_EQ(last_line(found.out), "culprit: " + s[3] + " unroll everything");
-  const std::string flat = write_config(r, config(r, s[3], s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "flat.yaml");
+  const std::string flat = write_tmp(r, bisect_config(r, s[3], s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "flat.yaml");
   auto nothing = kb::run_process({kBinary, "bisect", flat, "--workdir", r.tmp() + "/w-flat", "-q"}, bo);
   EXPECT_EQ(nothing.exit_code, 4) << nothing.out << nothing.err;
   EXPECT_EQ(last_line(nothing.out), "verdict: not-reproduced");

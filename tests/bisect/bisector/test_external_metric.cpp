@@ -30,12 +30,8 @@ echo "step 200 loss 2.07"
 std::string external_config(const kbtest::GitRepo& r, const std::string& good, const std::string& bad,
                             const std::string& metric) {
   return fmt::format(
-      "name: ext\nrepo: {}\ngood: {}\nbad: {}\nprovider: {{in_tree: tc.yaml}}\n"
-      "benchmarks:\n  - kernel: matmul_tiled\n    backend: cpu\n    params: {{BM: 32, BN: 64, BK: 64, MR: 4, NR: 16}}\n"
-      "    dtypes: [f32]\n    shapes: [[64, 64, 64]]\n"
-      "metric: {}\nthreshold: 5%\nbudgets: {{max_builds: 20, max_samples_per_step: 64}}\n"
-      "measure: {{min_samples: 8, max_step_s: 60}}\n",
-      r.path(), good, bad, metric);
+      "name: ext\nrepo: {}\ngood: {}\nbad: {}\nprovider: {{in_tree: tc.yaml}}\n{}metric: {}\nthreshold: 5%\n{}",
+      r.path(), good, bad, kbtest::kSmallCase, metric, kbtest::budget_lines({20, 8, 60}));
 }
 
 }  // namespace

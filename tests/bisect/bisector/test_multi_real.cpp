@@ -21,27 +21,9 @@ using kbtest::GitRepo;
 
 namespace {
 
-const char* kSmallCase = R"(benchmarks:
-  - kernel: matmul_tiled
-    backend: cpu
-    params: {BM: 32, BN: 64, BK: 64, MR: 4, NR: 16}
-    dtypes: [f32]
-    shapes: [[64, 64, 64]]
-)";
-
 std::string cfg_text(const GitRepo& r, const std::string& good, const std::string& bad, const std::string& metric,
                      const std::string& threshold, const std::string& extra = "", int min_samples = 8) {
-  return fmt::format(
-      "name: m\nrepo: {}\ngood: {}\nbad: {}\nprovider: {{in_tree: tc.yaml}}\n{}metric: {}\nthreshold: {}\n"
-      "budgets: {{max_builds: 30, max_samples_per_step: 64}}\n"
-      "measure: {{min_samples: {}, max_step_s: 30, warmup_s: 0.01}}\n{}",
-      r.path(), good, bad, kSmallCase, metric, threshold, min_samples, extra);
-}
-
-std::string write_cfg(const GitRepo& r, const std::string& text, const std::string& name) {
-  const std::string p = r.tmp() + "/" + name;
-  kb::write_file_atomic(p, text);
-  return p;
+  return kbtest::bisect_config(r, good, bad, "{in_tree: tc.yaml}", metric, threshold, extra, {30, min_samples, 30});
 }
 
 }  // namespace
@@ -62,7 +44,7 @@ TEST(BisectMulti, TwoRegressionsAndAPartialRecoveryOnTheCpu) {
                                                   "-fsanitize-trap=all")}},
                        "C: partial recovery"));
   s.push_back(r.commit({{"README", "4\n"}}, "docs, bad end"));
-  const std::string cfgp = write_cfg(r, cfg_text(r, s.front(), s.back(), "time", "5%", "report_improvements: true\n"), "m.yaml");
+  const std::string cfgp = kbtest::write_tmp(r, cfg_text(r, s.front(), s.back(), "time", "5%", "report_improvements: true\n"), "m.yaml");
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   const Outcome& o = run.outcome;
   ASSERT_EQ(o.verdict, "culprit") << o.summary;
@@ -118,7 +100,7 @@ TEST(BisectPriors, WeightsComeFromTheFilesEachCommitTouches) {
   EXPECT_EQ(w[5], 5.0);  // tc.yaml (1) and an NVPTX file (5): the max
   EXPECT_EQ(w[6], 0.05);
 
-  const std::string cfgp = write_cfg(
+  const std::string cfgp = kbtest::write_tmp(
       r, cfg_text(r, s.front(), s.back(), "code_bytes", "25%", "priors: {\"docs/**\": 0.05, \"lib/Target/NVPTX/**\": 5}\n"),
       "p.yaml");
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
@@ -134,7 +116,7 @@ TEST(BisectPriors, WeightsComeFromTheFilesEachCommitTouches) {
   EXPECT_EQ(res["prior_weights"].size(), 5u);  // the commits whose weight is not 1
   // Config errors name the field.
   try {
-    load_bisect_config(write_cfg(r, cfg_text(r, s.front(), s.back(), "code_bytes", "25%", "priors: {\"docs/**\": -1}\n"), "e.yaml"));
+    load_bisect_config(kbtest::write_tmp(r, cfg_text(r, s.front(), s.back(), "code_bytes", "25%", "priors: {\"docs/**\": -1}\n"), "e.yaml"));
     FAIL() << "negative prior accepted";
   } catch (const kb::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("priors.docs/**"), std::string::npos) << e.what();
@@ -153,7 +135,7 @@ TEST(BisectPriors, AWeightedCommitIsProbedFirst) {
       s.push_back(r.commit({{fmt::format("f{}.txt", i), "1\n"}}, fmt::format("c{}", i)));
   }
   const std::string cfgp =
-      write_cfg(r, cfg_text(r, s.front(), s.back(), "code_bytes", "25%", "priors: {\"hot/**\": 50}\n"), "p.yaml");
+      kbtest::write_tmp(r, cfg_text(r, s.front(), s.back(), "code_bytes", "25%", "priors: {\"hot/**\": 50}\n"), "p.yaml");
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   ASSERT_EQ(run.outcome.verdict, "culprit") << run.outcome.summary;
   EXPECT_EQ(run.commits[size_t(run.outcome.culprit)].sha, s[7]);
@@ -170,7 +152,7 @@ TEST(BisectMetrics, CompileTime) {
   s.push_back(r.commit({{"README", "1\n"}}, "docs"));
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O2 -mllvm -unroll-threshold=100000 -mllvm -unroll-count=4")}}, "unroll hard"));
   s.push_back(r.commit({{"README", "2\n"}}, "bad end"));
-  const std::string cfgp = write_cfg(r, cfg_text(r, s.front(), s.back(), "compile_time", "50%", "", 4), "c.yaml");
+  const std::string cfgp = kbtest::write_tmp(r, cfg_text(r, s.front(), s.back(), "compile_time", "50%", "", 4), "c.yaml");
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   ASSERT_EQ(run.outcome.verdict, "culprit") << run.outcome.summary;
   EXPECT_EQ(run.commits[size_t(run.outcome.culprit)].sha, s[2]);
@@ -186,7 +168,7 @@ TEST(BisectMetrics, MaxError) {
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O1 -ffp-contract=off")}}, "same arithmetic"));
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3 -march=native -ffast-math")}}, "fast math"));
   s.push_back(r.commit({{"README", "1\n"}}, "bad end"));
-  const std::string cfgp = write_cfg(r, cfg_text(r, s.front(), s.back(), "max_error", "1%"), "e.yaml");
+  const std::string cfgp = kbtest::write_tmp(r, cfg_text(r, s.front(), s.back(), "max_error", "1%"), "e.yaml");
   BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
   ASSERT_EQ(run.outcome.verdict, "culprit") << run.outcome.summary;
   EXPECT_EQ(run.commits[size_t(run.outcome.culprit)].sha, s[2]);
@@ -209,7 +191,7 @@ TEST(BisectParallel, ThreeCommitsPerRoundWithConcurrentBuilds) {
       "compiler: '{out}/cc'}}}";
   std::string text = cfg_text(r, s.front(), s.back(), "code_bytes", "25%", "parallel: 3\n");
   text.replace(text.find("{in_tree: tc.yaml}"), 18, provider);
-  BisectRun run = bisect(load_bisect_config(write_cfg(r, text, "par.yaml")), r.tmp() + "/work", false);
+  BisectRun run = bisect(load_bisect_config(kbtest::write_tmp(r, text, "par.yaml")), r.tmp() + "/work", false);
   const Outcome& o = run.outcome;
   ASSERT_EQ(o.verdict, "culprit") << o.summary;
   EXPECT_EQ(run.commits[size_t(o.culprit)].sha, s[6]);
