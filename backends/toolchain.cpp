@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "harness/error.h"
 #include "harness/fsutil.h"
+#include "harness/text.h"
 
 namespace kb {
 
@@ -102,12 +103,7 @@ Toolchain parse_one(const YAML::Node& n, const std::string& origin, const std::m
 
 std::vector<Toolchain> parse_toolchains(const std::string& text, const std::string& origin,
                                         const std::map<std::string, std::string>& vars) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(text, origin);
   std::vector<Toolchain> out;
   if (root.IsMap() && root["toolchains"]) {
     const auto& list = root["toolchains"];

@@ -186,12 +186,7 @@ bool is_integer(Metric m) {
 
 BisectConfig parse_bisect_config(const std::string& text, const std::string& origin) {
   Ctx cx{origin};
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(text, origin);
   if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
   check_keys(cx, root, "bisect config",
              {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",

@@ -98,6 +98,16 @@ std::string final_line(const Outcome& o, const std::vector<git::CommitInfo>& com
 
 namespace {
 
+// A measured verification's effect, CI, confidence and amount, into a culprit's JSON.
+void measured_evidence(json& c, const Step& v) {
+  c["effect_pct"] = 100 * v.decision.effect_pct();
+  c["ci_pct"] = {100 * v.decision.ci_lo_pct(), 100 * v.decision.ci_hi_pct()};
+  c["confidence"] = v.decision.conf;
+  c["p_value"] = v.decision.p_value;
+  c["rounds"] = v.rounds;
+  if (v.block_rounds > 0) c["blocks"] = v.units;
+}
+
 json culprit_json(const BisectConfig& cfg, const Outcome& o, const Culprit& cu, const std::vector<git::CommitInfo>& commits) {
   json c = commit_json(commits[size_t(cu.index)]);
   c["parent"] = commits[size_t(cu.index - 1)].sha;
@@ -108,11 +118,7 @@ json culprit_json(const BisectConfig& cfg, const Outcome& o, const Culprit& cu, 
   const Step& v = cu.verify;
   c["evidence"] = v.reason;
   if (v.measured) {
-    c["effect_pct"] = 100 * v.decision.effect_pct();
-    c["ci_pct"] = {100 * v.decision.ci_lo_pct(), 100 * v.decision.ci_hi_pct()};
-    c["confidence"] = v.decision.conf;
-    c["p_value"] = v.decision.p_value;
-    c["rounds"] = v.rounds;
+    measured_evidence(c, v);
   } else if (!timed(cfg)) {
     c["parent_value"] = cu.parent_value;
     c["value"] = cu.value;
@@ -164,11 +170,7 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
       c["verified"] = o.verdict == "culprit";
       c["evidence"] = v.reason;
       if (v.measured) {
-        c["effect_pct"] = 100 * v.decision.effect_pct();
-        c["ci_pct"] = {100 * v.decision.ci_lo_pct(), 100 * v.decision.ci_hi_pct()};
-        c["confidence"] = v.decision.conf;
-        c["p_value"] = v.decision.p_value;
-        c["rounds"] = v.rounds;
+        measured_evidence(c, v);
       } else if (!o.probes.empty()) {
         c["value"] = v.level;
         c["confidence"] = 1.0;  // a static metric is exact

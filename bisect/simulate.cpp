@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
+#include <functional>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -155,6 +156,24 @@ void score(MethodResult& r, const History& h, const std::string& verdict, int cu
   }
 }
 
+// A plain bisection walk for the baselines: every visited commit is a build; unbuildable ones are
+// skipped, the others classified by side(strategy, i); then scored.
+void walk(MethodResult& r, const History& h, const std::function<Side(const Strategy&, int)>& side) {
+  Strategy st(h.n);
+  while (auto nx = st.next()) {
+    const int i = *nx;
+    ++r.builds;
+    ++r.visited;
+    if (h.build_fails[size_t(i)]) {
+      st.record(i, Side::skip);
+      continue;
+    }
+    ++r.measured;
+    st.record(i, side(st, i));
+  }
+  score(r, h, st.found() ? "culprit" : "ambiguous", st.found() ? st.hi() : -1, st.found() ? std::vector<int>{} : st.candidates());
+}
+
 }  // namespace
 
 MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, const RunOptions& opts) {
@@ -210,22 +229,12 @@ MethodResult run_plain_bisect(const SimConfig& c, const History& h, uint64_t see
   NoiseGenerator gen(m);
   MethodResult r;
   r.builds = 2;  // good and bad
-  Strategy st(h.n);
-  while (auto nx = st.next()) {
-    const int i = *nx;
-    ++r.builds;
-    ++r.visited;
-    if (h.build_fails[size_t(i)]) {
-      st.record(i, Side::skip);
-      continue;
-    }
-    ++r.measured;
+  walk(r, h, [&](const Strategy&, int i) {
     auto g = gen.samples(h.time_at(0, c), c.plain_samples);
     auto t = gen.samples(h.time_at(i, c), c.plain_samples);
     r.samples += 2 * c.plain_samples;
-    st.record(i, stats::mann_whitney(g, t).p_two_sided <= c.plain_alpha ? Side::bad : Side::good);
-  }
-  score(r, h, st.found() ? "culprit" : "ambiguous", st.found() ? st.hi() : -1, st.found() ? std::vector<int>{} : st.candidates());
+    return stats::mann_whitney(g, t).p_two_sided <= c.plain_alpha ? Side::bad : Side::good;
+  });
   return r;
 }
 
@@ -259,19 +268,7 @@ MethodResult run_pinpoint(const SimConfig& c, const History& h, uint64_t seed, b
     score(r, h, "not-reproduced", -1, {});
     return r;
   }
-  Strategy st(h.n);
-  while (auto nx = st.next()) {
-    const int i = *nx;
-    ++r.builds;
-    ++r.visited;
-    if (h.build_fails[size_t(i)]) {
-      st.record(i, Side::skip);
-      continue;
-    }
-    ++r.measured;
-    st.record(i, different(st.lo(), i) ? Side::bad : Side::good);
-  }
-  score(r, h, st.found() ? "culprit" : "ambiguous", st.found() ? st.hi() : -1, st.found() ? std::vector<int>{} : st.candidates());
+  walk(r, h, [&](const Strategy& st, int i) { return different(st.lo(), i) ? Side::bad : Side::good; });
   return r;
 }
 

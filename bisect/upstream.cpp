@@ -84,12 +84,7 @@ struct YamlCx {
 
 Config parse_config(const std::string& yaml_text, const std::string& origin) {
   YamlCx cx{origin};
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(yaml_text, origin);
   Config c;
   c.source = origin;
   if (!root || root.IsNull()) return c;

@@ -82,12 +82,7 @@ ExternalMetric parse_external_metric(const YamlCtx& cx, const YAML::Node& n, con
 
 ExternalMetric parse_external_metric(const std::string& yaml_text, const std::string& origin) {
   YamlCtx cx{origin};
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(yaml_text, origin);
   const std::string base = fs::absolute(origin).parent_path().string();
   if (root.IsMap() && root["external"]) return parse_external_metric(cx, root["external"], base);
   return parse_external_metric(cx, root, base);

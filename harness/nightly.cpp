@@ -111,12 +111,7 @@ std::string trim(std::string s) {
 
 NightlyConfig parse_nightly_config(const std::string& text, const std::string& origin) {
   YamlCtx cx{origin};
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(text, origin);
   if (!root.IsMap()) throw InputError(fmt::format("{}: a nightly config must be a mapping (sweep, shards, output, ...)", origin));
   check_yaml_keys(cx, root, "nightly config",
                   {"name", "description", "sweep", "filter", "tier", "toolchains", "shards", "output", "history", "jobs",

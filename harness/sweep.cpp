@@ -277,12 +277,7 @@ std::vector<Shape> load_shape_set(const std::string& name_or_path, const std::st
     }
   if (path.empty()) throw InputError(fmt::format("shape set '{}' not found (looked in {})", name_or_path, candidates.back()));
   Ctx cx{path};
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(read_file(path), path);
   if (!root.IsMap() || !root["shapes"]) throw InputError(fmt::format("{}: a shape set needs a 'shapes' field", path));
   check_keys(cx, root, "shape set", {"name", "description", "shapes"});
   return parse_shapes(cx, root["shapes"], fs::path(path).parent_path().parent_path().string(), {});
@@ -290,12 +285,7 @@ std::vector<Shape> load_shape_set(const std::string& name_or_path, const std::st
 
 Sweep parse_sweep(const std::string& text, const std::string& origin, const SweepOptions& opts) {
   Ctx cx{origin};
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
+  const YAML::Node root = yaml_load(text, origin);
   if (!root.IsMap()) throw InputError(fmt::format("{}: a sweep must be a mapping with 'benchmarks'", origin));
   check_keys(cx, root, "sweep", {"name", "description", "tier", "tiers", "toolchains", "measure", "shape_sets", "benchmarks"});
   const std::string base_dir = fs::absolute(origin).parent_path().string();

@@ -46,6 +46,14 @@ std::string md_escape(const std::string& s) {
   return o;
 }
 
+YAML::Node yaml_load(const std::string& text, const std::string& origin) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
 std::string YamlCtx::at(const YAML::Node& n) const {
   const auto& m = n.Mark();
   if (m.line < 0) return origin;

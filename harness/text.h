@@ -21,6 +21,8 @@ struct YamlCtx {
   std::string at(const YAML::Node& n) const;
   [[noreturn]] void fail(const YAML::Node& n, const std::string& msg) const;  // throws InputError
 };
+// Parses YAML text; a syntax error is an InputError "origin:line:col: YAML syntax error: ...".
+YAML::Node yaml_load(const std::string& text, const std::string& origin);
 // A scalar field's text / a finite number; InputError "'field' must be a scalar" / "'field' = 'x' is not a
 // number" at the node's file:line:col.
 std::string yaml_scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field);
