@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "harness/changepoint.h"
+#include "harness/noise.h"
 #include "harness/stats.h"
 
 using namespace kb;
@@ -34,17 +35,6 @@ struct Args {
   double cv = 0.005, alpha = 0.01;
   uint64_t seed = 1;
 };
-
-std::vector<double> simulate(int n, double cv, uint64_t seed, int step_at, double step, double creep) {
-  stats::Rng rng(seed);
-  double sigma = std::sqrt(std::log1p(cv * cv));
-  std::vector<double> v;
-  for (int i = 0; i < n; ++i) {
-    double t = 1e-3 * std::pow(1 + creep, i) * (step_at >= 0 && i >= step_at ? 1 + step : 1.0);
-    v.push_back(t * std::exp(sigma * rng.normal()));
-  }
-  return v;
-}
 
 bool found_step(const std::vector<ChangePoint>& cps, int at) {
   for (const auto& cp : cps)
@@ -78,7 +68,7 @@ Figures run_level(const Args& a, double cv, std::vector<Row>& rows) {
   const uint64_t base = a.seed * 1000003;
   int fp = 0;
   for (int s = 0; s < a.series; ++s)
-    fp += !detect_change_points(simulate(a.nights, cv, base + uint64_t(s), -1, 0, 0), cfg).empty();
+    fp += !detect_change_points(synthetic_nightly(a.nights, cv, base + uint64_t(s), -1, 0, 0), cfg).empty();
   f.fp = double(fp) / a.series;
   rows.push_back({"flat (false positives)", f.fp, ""});
 
@@ -86,12 +76,12 @@ Figures run_level(const Args& a, double cv, std::vector<Row>& rows) {
   for (double step : {0.005, 0.01, 0.02}) {
     int hit = 0;
     for (int s = 0; s < a.series; ++s)
-      hit += found_step(detect_change_points(simulate(at + 10, cv, base + 7919 + uint64_t(s), at, step, 0), cfg), at);
+      hit += found_step(detect_change_points(synthetic_nightly(at + 10, cv, base + 7919 + uint64_t(s), at, step, 0), cfg), at);
     // Streaming delay on a subset.
     std::vector<double> delays;
     int streams = std::max(1, a.series / 5);
     for (int s = 0; s < streams; ++s) {
-      auto v = simulate(at + after_max, cv, base + 104729 + uint64_t(s), at, step, 0);
+      auto v = synthetic_nightly(at + after_max, cv, base + 104729 + uint64_t(s), at, step, 0);
       for (int k = 1; k <= after_max; ++k) {
         std::vector<double> prefix(v.begin(), v.begin() + at + k);
         if (found_step(detect_change_points(prefix, cfg), at)) {
@@ -111,7 +101,7 @@ Figures run_level(const Args& a, double cv, std::vector<Row>& rows) {
   for (double creep : {0.002, 0.001}) {
     int hit = 0;
     for (int s = 0; s < a.series; ++s)
-      hit += found_up(detect_change_points(simulate(a.nights, cv, base + 15485863 + uint64_t(s), -1, 0, creep), cfg));
+      hit += found_up(detect_change_points(synthetic_nightly(a.nights, cv, base + 15485863 + uint64_t(s), -1, 0, creep), cfg));
     double rate = double(hit) / a.series;
     if (creep == 0.002) f.creep = rate;
     rows.push_back({fmt::format("creep +{:.1f}%/night over {} nights", creep * 100, a.nights), rate, ""});

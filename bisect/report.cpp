@@ -17,14 +17,7 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string iso_date(int64_t t) {
-  std::time_t tt = std::time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string iso_date(int64_t t) { return utc_time(t, "%Y-%m-%dT%H:%M:%SZ"); }
 
 bool timed(const BisectConfig& cfg) { return is_timed(cfg.metric); }
 

@@ -129,13 +129,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin) {
 
 Config load_config(const std::string& path) { return parse_config(read_file(path), path); }
 
-std::string format_time(int64_t t) {
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  return fmt::format("{:04}-{:02}-{:02} {:02}:{:02} UTC", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min);
-}
+std::string format_time(int64_t t) { return utc_time(t, "%Y-%m-%d %H:%M UTC"); }
 
 namespace {
 

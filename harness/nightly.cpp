@@ -263,14 +263,7 @@ void check_date(const std::string& date) {
   if (!ok) throw InputError(fmt::format("--date '{}' must be letters, digits, '.', '_' or '-' (it names a directory), e.g. 2026-12-02", date));
 }
 
-std::string today_utc() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
-  return buf;
-}
+std::string today_utc() { return utc_time(std::time(nullptr), "%Y-%m-%d"); }
 
 std::string Plan::shard_dir(int i) const { return fmt::format("{}/shard-{}", run_dir, i); }
 

@@ -6,6 +6,17 @@
 
 namespace kb {
 
+std::vector<double> synthetic_nightly(int n, double cv, uint64_t seed, int step_at, double step, double creep) {
+  stats::Rng rng(seed);
+  const double sigma = std::sqrt(std::log1p(cv * cv));
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) {
+    const double t = 1e-3 * std::pow(1 + creep, i) * (step_at >= 0 && i >= step_at ? 1 + step : 1.0);
+    v.push_back(t * std::exp(sigma * rng.normal()));
+  }
+  return v;
+}
+
 NoiseGenerator::NoiseGenerator(const NoiseModel& m) : m_(m), rng_(m.seed) {
   if (m.cv < 0 || m.outlier_rate < 0 || m.outlier_rate > 1 || m.drift_sd < 0 || m.outlier_min > m.outlier_max)
     throw std::invalid_argument("NoiseModel: cv, rates and drift must be non-negative, outlier_min <= outlier_max");

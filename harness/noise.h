@@ -41,4 +41,9 @@ class NoiseGenerator {
   double drift_ = 0;
 };
 
+// A synthetic nightly series (tests and bench/changepoint): n nights of 1 ms x (1 + creep)^night, times
+// (1 + step) from night step_at on (step_at < 0: no step), each with lognormal jitter of CV cv.
+std::vector<double> synthetic_nightly(int n, double cv, uint64_t seed, int step_at = -1, double step = 0,
+                                      double creep = 0);
+
 }  // namespace kb

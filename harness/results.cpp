@@ -14,6 +14,7 @@
 #include "harness/error.h"
 #include "harness/fsutil.h"
 #include "harness/process.h"
+#include "harness/text.h"
 
 namespace kb {
 
@@ -273,12 +274,7 @@ RunResults load_results(const std::string& path) {
 void save_results(const RunResults& r, const std::string& path) { write_file_atomic(path, to_json(r).dump(1) + "\n"); }
 
 std::string now_iso8601() {
-  auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return utc_time(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()), "%Y-%m-%dT%H:%M:%SZ");
 }
 
 json describe_environment() {

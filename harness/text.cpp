@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <string>
 
 #include <fmt/format.h>
@@ -44,6 +45,14 @@ std::string md_escape(const std::string& s) {
     o += c;
   }
   return o;
+}
+
+std::string utc_time(int64_t t, const char* format) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[64];
+  return std::string(buf, std::strftime(buf, sizeof buf, format, &tm));
 }
 
 YAML::Node yaml_load(const std::string& text, const std::string& origin) {

@@ -1,5 +1,6 @@
 // Small text helpers shared by the report printers (HTML, Markdown, CSV) and YAML readers.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ std::string html_escape(const std::string& s);  // & < > " '
 std::string md_escape(const std::string& s);
 // One CSV field (RFC 4180): quoted when it holds a comma, quote, CR or LF; quotes doubled.
 std::string csv_field(const std::string& s);
+
+// Seconds since the epoch as UTC text, strftime format (e.g. "%Y-%m-%dT%H:%M:%SZ").
+std::string utc_time(int64_t t, const char* format);
 
 // Where a YAML node is, for errors: "file:line:col" (file alone when the node has no mark).
 struct YamlCtx {

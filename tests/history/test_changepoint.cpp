@@ -18,24 +18,8 @@
 
 using namespace kb;
 
-namespace {
-
-// Nightly medians: base * (1 + step after `at`) * (1 + creep)^night, lognormal jitter of CV `cv`.
-std::vector<double> nightly(int n, double cv, uint64_t seed, int step_at = -1, double step = 0, double creep = 0) {
-  stats::Rng rng(seed);
-  double sigma = std::sqrt(std::log1p(cv * cv));
-  std::vector<double> v;
-  for (int i = 0; i < n; ++i) {
-    double t = 1e-3 * std::pow(1 + creep, i) * (step_at >= 0 && i >= step_at ? 1 + step : 1.0);
-    v.push_back(t * std::exp(sigma * rng.normal()));
-  }
-  return v;
-}
-
-}  // namespace
-
 TEST(ChangePoint, FindsAStepWhereItIs) {
-  auto v = nightly(30, 0.005, 11, 20, 0.03);
+  auto v = synthetic_nightly(30, 0.005, 11, 20, 0.03);
   auto cps = detect_change_points(v, {});
   ASSERT_EQ(cps.size(), 1u);
   EXPECT_NEAR(cps[0].index, 20, 1);
@@ -45,7 +29,7 @@ TEST(ChangePoint, FindsAStepWhereItIs) {
 }
 
 TEST(ChangePoint, FindsTwoSteps) {
-  auto v = nightly(40, 0.003, 5, 12, 0.02);
+  auto v = synthetic_nightly(40, 0.003, 5, 12, 0.02);
   for (int i = 28; i < 40; ++i) v[size_t(i)] *= 0.97;  // a later fix
   auto cps = detect_change_points(v, {});
   ASSERT_EQ(cps.size(), 2u);
@@ -57,15 +41,15 @@ TEST(ChangePoint, FindsTwoSteps) {
 
 // A flat series with 1% night-to-night noise: no alert, for this seed and at most ~alpha of 200 seeds.
 TEST(ChangePoint, FlatNoisySeriesRaisesNoAlert) {
-  EXPECT_TRUE(detect_change_points(nightly(30, 0.01, 42), {}).empty());
+  EXPECT_TRUE(detect_change_points(synthetic_nightly(30, 0.01, 42), {}).empty());
   int alerts = 0;
-  for (uint64_t s = 1; s <= 200; ++s) alerts += !detect_change_points(nightly(30, 0.01, 1000 + s), {}).empty();
+  for (uint64_t s = 1; s <= 200; ++s) alerts += !detect_change_points(synthetic_nightly(30, 0.01, 1000 + s), {}).empty();
   // alpha = 0.01 per test: expected ~2 of 200; 6 allows for the binomial spread (P(X>6) ~ 0.5%).
   EXPECT_LE(alerts, 6);
 }
 
 TEST(ChangePoint, DeterministicForASeedAndHonoursMinRelChange) {
-  auto v = nightly(30, 0.01, 3, 15, 0.02);
+  auto v = synthetic_nightly(30, 0.01, 3, 15, 0.02);
   ChangePointConfig c;
   auto a = detect_change_points(v, c), b = detect_change_points(v, c);
   ASSERT_EQ(a.size(), b.size());
