@@ -1,13 +1,21 @@
 // CPU backend: a kernel source -> shared object (host compiler of the toolchain under test), loaded
 // with dlopen(RTLD_LOCAL) so several builds of one kernel live in one process.
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -21,6 +29,8 @@
 
 namespace kb {
 
+namespace fs = std::filesystem;
+
 namespace {
 
 uint16_t f32_to_bf16_bits(float f) {
@@ -28,6 +38,50 @@ uint16_t f32_to_bf16_bits(float f) {
   std::memcpy(&u, &f, 4);
   return uint16_t(u >> 16);  // inputs are already rounded to bf16 by the harness
 }
+
+// A load's operand array in its own anonymous mapping, starting at a random multiple of 64 bytes inside
+// the first page. Every load gets new pages and a new offset: heap memory freed by the previous load would
+// come back with the same pages (the same cache colouring) and the same 4 KiB aliasing between A, B and C,
+// so the "fresh loads" that ab and the bisector replicate over (placement luck, harness/ab.h) would all be
+// the same placement (docs/statistics.md, "What a fresh load must renew").
+template <typename T>
+class LoadArray {
+ public:
+  LoadArray() = default;
+  LoadArray(const LoadArray&) = delete;
+  LoadArray& operator=(const LoadArray&) = delete;
+  ~LoadArray() { release(); }
+
+  void assign(size_t n, T value) {
+    release();
+    static std::atomic<uint64_t> loads{std::random_device{}()};
+    std::mt19937_64 rng(loads.fetch_add(0x9E3779B97F4A7C15ULL));
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t offset = 64 * size_t(rng() % (page / 64));
+    len_ = offset + n * sizeof(T);
+    void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw EnvError(fmt::format("mmap of {} bytes failed: {}", len_, strerror(errno)));
+    base_ = m;
+    data_ = reinterpret_cast<T*>(static_cast<char*>(m) + offset);
+    n_ = n;
+    for (size_t i = 0; i < n; ++i) data_[i] = value;
+  }
+  T* data() { return data_; }
+  size_t size() const { return n_; }
+  T& operator[](size_t i) { return data_[i]; }
+
+ private:
+  void release() {
+    if (base_) munmap(base_, len_);
+    base_ = nullptr;
+    data_ = nullptr;
+    n_ = 0;
+  }
+  void* base_ = nullptr;
+  size_t len_ = 0;
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
 
 size_t last_level_cache_bytes() {
   long s = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -39,8 +93,19 @@ size_t last_level_cache_bytes() {
 class CpuExecutable : public Executable {
  public:
   CpuExecutable(const Artifact& art) : art_(art) {
-    handle_ = dlopen(art.binary_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle_) throw Error(fmt::format("dlopen {}: {}", art.binary_path, dlerror()));
+    // dlopen maps a file once per process (the same path again returns the same handle), so every load
+    // opens a private copy, removed as soon as it is mapped: each load gets its own code pages.
+    std::string tmpl = (fs::temp_directory_path() / "kb-load-XXXXXX.so").string();
+    const int fd = mkstemps(tmpl.data(), 3);
+    if (fd < 0) throw EnvError(fmt::format("cannot create a copy of {} in {}: {}", art.binary_path,
+                                           fs::temp_directory_path().string(), strerror(errno)));
+    close(fd);
+    std::error_code ec;
+    fs::copy_file(art.binary_path, tmpl, fs::copy_options::overwrite_existing, ec);
+    if (!ec) handle_ = dlopen(tmpl.c_str(), RTLD_NOW | RTLD_LOCAL);
+    const std::string why = ec ? ec.message() : handle_ ? "" : std::string(dlerror());
+    fs::remove(tmpl, ec);
+    if (!handle_) throw Error(fmt::format("dlopen {}: {}", art.binary_path, why));
     fn_ = reinterpret_cast<int (*)(const kb_gemm_args*)>(dlsym(handle_, art.entry.c_str()));
     if (!fn_) {
       dlclose(handle_);
@@ -54,15 +119,17 @@ class CpuExecutable : public Executable {
   void prepare(const Shape& shape, const std::vector<float>& A, const std::vector<float>& B) override {
     shape_ = shape;
     if (art_.dtype == DType::bf16) {
-      a16_.resize(A.size());
-      b16_.resize(B.size());
+      a16_.assign(A.size(), 0);
+      b16_.assign(B.size(), 0);
       for (size_t i = 0; i < A.size(); ++i) a16_[i] = f32_to_bf16_bits(A[i]);
       for (size_t i = 0; i < B.size(); ++i) b16_[i] = f32_to_bf16_bits(B[i]);
       args_.A = a16_.data();
       args_.B = b16_.data();
     } else {
-      a32_ = A;
-      b32_ = B;
+      a32_.assign(A.size(), 0.f);
+      b32_.assign(B.size(), 0.f);
+      std::copy(A.begin(), A.end(), a32_.data());
+      std::copy(B.begin(), B.end(), b32_.data());
       args_.A = a32_.data();
       args_.B = b32_.data();
     }
@@ -95,13 +162,29 @@ class CpuExecutable : public Executable {
     sink_ = acc;
   }
 
-  std::vector<float> result() override { return c_; }
+  std::vector<float> result() override { return std::vector<float>(c_.data(), c_.data() + c_.size()); }
   std::string clock_name() const override { return "steady_clock"; }
 
  private:
   // Runs the kernel once in a forked child first, so a kernel that crashes or hangs fails its case
-  // (with the signal) instead of taking the whole sweep down.
+  // (with the signal) instead of taking the whole sweep down. Once per binary and shape in a process:
+  // a reload of the same code (ab and bisect blocks reload for every block) skips it, because a fork
+  // makes every writable page of this process copy-on-write and the next timed rounds would pay the
+  // page faults (docs/statistics.md, "What a fresh load must renew").
   void probe() {
+    static std::mutex mu;
+    static std::set<std::string> probed;
+    const std::string key = art_.binary_path + "|" + art_.cache_key + "|" + art_.entry + "|" + shape_.str();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (probed.count(key)) return;
+    }
+    run_in_child();
+    std::lock_guard<std::mutex> lock(mu);
+    probed.insert(key);
+  }
+
+  void run_in_child() {
     pid_t pid = fork();
     if (pid < 0) throw EnvError(fmt::format("fork failed: {}", strerror(errno)));
     if (pid == 0) {
@@ -126,8 +209,8 @@ class CpuExecutable : public Executable {
   int (*fn_)(const kb_gemm_args*) = nullptr;
   Shape shape_;
   kb_gemm_args args_{};
-  std::vector<float> a32_, b32_, c_;
-  std::vector<uint16_t> a16_, b16_;
+  LoadArray<float> a32_, b32_, c_;
+  LoadArray<uint16_t> a16_, b16_;
   std::vector<uint64_t> flush_;
   volatile uint64_t sink_ = 0;
 };

@@ -7,10 +7,12 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <fstream>
 #include <thread>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -242,6 +244,38 @@ TEST_F(CpuKernels, RepeatedCallsDoNotAccumulateIntoC) {
     const auto C = b.exe->result();
     for (size_t e = 0; e < C.size(); e += 97) ASSERT_NEAR(C[e], in.ref[e], 1e-4 * (1 + in.bound[e]));
   }
+}
+
+// How many private object copies this process has mapped (/proc/self/maps): every CPU load maps its own
+// "kb-load-..." copy, removed from the disk once mapped.
+size_t private_code_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> files;
+  for (std::string line; std::getline(maps, line);)
+    if (const size_t at = line.find("/kb-load-"); at != std::string::npos) files.insert(line.substr(at));
+  return files.size();
+}
+
+TEST_F(CpuKernels, EveryLoadHasItsOwnCodeMappingAndBuffers) {
+  // ab and the bisector's blocks replicate over loads (placement luck): a second load of the same artifact
+  // must not share the first one's code pages (dlopen of one path returns one mapping) nor its buffers.
+  const Artifact& art = built_->front().art;
+  Backend* be = find_backend("cpu");
+  ASSERT_NE(be, nullptr);
+  const size_t before = private_code_mappings();
+  auto one = be->load(art);
+  auto two = be->load(art);
+  EXPECT_EQ(private_code_mappings(), before + 2);
+  const Shape s{20, 30, 40};
+  const Inputs in = make_inputs(s, art.dtype, 5);
+  one->prepare(s, in.A, in.B);
+  two->prepare(s, in.A, in.B);
+  one->run(1);
+  two->run(1);
+  EXPECT_EQ(one->result(), two->result());
+  one.reset();
+  EXPECT_EQ(private_code_mappings(), before + 1);  // unloading unmaps that copy only
+  EXPECT_EQ(two->result().size(), size_t(s.M * s.N));
 }
 
 TEST_F(CpuKernels, EmptyShapeIsRejectedByTheKernel) {
