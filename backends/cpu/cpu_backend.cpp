@@ -93,19 +93,9 @@ size_t last_level_cache_bytes() {
 class CpuExecutable : public Executable {
  public:
   CpuExecutable(const Artifact& art) : art_(art) {
-    // dlopen maps a file once per process (the same path again returns the same handle), so every load
-    // opens a private copy, removed as soon as it is mapped: each load gets its own code pages.
-    std::string tmpl = (fs::temp_directory_path() / "kb-load-XXXXXX.so").string();
-    const int fd = mkstemps(tmpl.data(), 3);
-    if (fd < 0) throw EnvError(fmt::format("cannot create a copy of {} in {}: {}", art.binary_path,
-                                           fs::temp_directory_path().string(), strerror(errno)));
-    close(fd);
-    std::error_code ec;
-    fs::copy_file(art.binary_path, tmpl, fs::copy_options::overwrite_existing, ec);
-    if (!ec) handle_ = dlopen(tmpl.c_str(), RTLD_NOW | RTLD_LOCAL);
-    const std::string why = ec ? ec.message() : handle_ ? "" : std::string(dlerror());
-    fs::remove(tmpl, ec);
-    if (!handle_) throw Error(fmt::format("dlopen {}: {}", art.binary_path, why));
+    handle_ = open_private_copy(art.binary_path);
+    if (!handle_) handle_ = dlopen(art.binary_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) throw Error(fmt::format("dlopen {}: {}", art.binary_path, dlerror()));
     fn_ = reinterpret_cast<int (*)(const kb_gemm_args*)>(dlsym(handle_, art.entry.c_str()));
     if (!fn_) {
       dlclose(handle_);
@@ -202,6 +192,27 @@ class CpuExecutable : public Executable {
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
       throw Error(fmt::format("kernel rejected shape {}", shape_.str()));
+  }
+
+  // dlopen maps a file once per process (the same path again returns the same handle), so every load
+  // opens a private copy, removed as soon as it is mapped: each load gets its own code pages. The copy
+  // goes next to the object (a directory that allows loading code), else to the temp directory; where
+  // neither works (read-only cache, noexec /tmp) the caller loads the object itself.
+  static void* open_private_copy(const std::string& path) {
+    std::error_code ec;
+    const fs::path tmp = fs::temp_directory_path(ec);
+    for (const fs::path& dir : {fs::path(path).parent_path(), tmp}) {
+      if (dir.empty()) continue;
+      std::string tmpl = (dir / "kb-load-XXXXXX.so").string();
+      const int fd = mkstemps(tmpl.data(), 3);
+      if (fd < 0) continue;
+      close(fd);
+      void* h = nullptr;
+      if (fs::copy_file(path, tmpl, fs::copy_options::overwrite_existing, ec)) h = dlopen(tmpl.c_str(), RTLD_NOW | RTLD_LOCAL);
+      fs::remove(tmpl, ec);
+      if (h) return h;
+    }
+    return nullptr;
   }
 
   Artifact art_;
