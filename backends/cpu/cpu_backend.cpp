@@ -58,7 +58,7 @@ class LoadArray {
     std::mt19937_64 rng(loads.fetch_add(0x9E3779B97F4A7C15ULL));
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     const size_t offset = 64 * size_t(rng() % (page / 64));
-    len_ = offset + n * sizeof(T);
+    len_ = std::max<size_t>(offset + n * sizeof(T), 1);  // an empty array still gets a (one-page) mapping
     void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw EnvError(fmt::format("mmap of {} bytes failed: {}", len_, strerror(errno)));
     base_ = m;
