@@ -308,7 +308,7 @@ struct RealLab::Loaded {
   std::vector<const PlannedCase*> cases;              // sorted by key
   // Per case when the metric runs them: a fresh load of the checked executable (a block's loads), and
   // the loads kept for whole measurements without blocks (made on first use).
-  std::vector<std::function<std::unique_ptr<Executable>()>> reloads;
+  std::vector<ExecutableFactory> reloads;
   std::vector<std::unique_ptr<Executable>> exes;
 };
 
@@ -538,31 +538,22 @@ Measured RealLab::measure(const std::vector<std::string>& shas, const MeasureAsk
     return out;
   }
 
-  // Blocks: every block loads all executables again in a random order (the previous block's are gone
-  // first), times block_rounds interleaved rounds and adds one unit per commit (block_summary).
+  // Blocks: every block loads all executables again (measure_fresh_block), times block_rounds
+  // interleaved rounds and adds one unit per commit (block_summary).
   out.raw.resize(shas.size());
   std::mt19937_64 rng(ask.seed);
-  const size_t total = shas.size() * k;
+  std::vector<ExecutableFactory> make;  // commit-major, as aggregate reads them
+  for (Loaded* L : ls) make.insert(make.end(), L->reloads.begin(), L->reloads.end());
   const double t0 = now_s();
   for (int u = 0; u < ask.max_units; ++u) {
     const double left = ask.max_time_s - (now_s() - t0);
     if (left <= 0) break;
-    std::vector<std::unique_ptr<Executable>> fresh(total);
-    std::vector<size_t> order(total);
-    for (size_t i = 0; i < total; ++i) order[i] = i;
-    std::shuffle(order.begin(), order.end(), rng);
-    for (size_t i : order) fresh[i] = ls[i / k]->reloads[i % k]();
-    std::vector<Executable*> exes;
-    for (auto& e : fresh) exes.push_back(e.get());
     MeasureConfig bc = mc;
-    bc.seed = rng();
-    bc.min_samples = bc.max_samples = ask.block_rounds;
-    bc.max_time_s = left;
     // The process is warm after the first block: a short warmup touches the new loads (one run at least).
     if (u > 0) bc.warmup_s = std::min(bc.warmup_s, 0.002);
-    const Rounds block = aggregate(measure_interleaved(exes, bc));
-    if (block[0].size() < size_t(ask.block_rounds)) break;  // the time ran out inside the block: dropped
-    add_block(out, block);
+    const auto ms = measure_fresh_block(make, bc, ask.block_rounds, left, rng);
+    if (ms.empty()) break;  // the time ran out inside the block: dropped
+    add_block(out, aggregate(ms));
     if (stop && stop(out.units)) break;
   }
   return out;

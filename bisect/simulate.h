@@ -27,14 +27,15 @@ struct SimConfig {
   // kbisect's decision settings. The threshold is the smallest change that matters; set below the step
   // (a step exactly at the threshold is a coin flip between "worse" and "same" by definition).
   double threshold = 0.0025;
-  double alpha = 0.05;
-  int min_samples = 16;
-  int max_samples_per_step = 2048;
+  // The rest as a bisect config's defaults.
+  double alpha = MeasureSettings{}.alpha;
+  int min_samples = MeasureSettings{}.min_samples;
+  int max_samples_per_step = Budgets{}.max_samples_per_step;
   // Placement (bisect/oracle.h): every load of a commit's executable runs at a fixed lognormal offset of
   // this sd for as long as it stays loaded (0: the spec's model, no placement effect). kbisect measures in
   // blocks of block_rounds rounds with fresh loads (0: one load per commit for the whole bisection).
   double load_sd = 0;
-  int block_rounds = 4;
+  int block_rounds = MeasureSettings{}.block_rounds;
   // baselines
   int plain_samples = 10;
   double plain_alpha = 0.05;

@@ -84,31 +84,16 @@ PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConf
   out.m.resize(2);
   stats::Decision last;
   bool decided = false, looked_at_end = false;
+  const std::vector<ExecutableFactory> sides = {[&] { return make(0); }, [&] { return make(1); }};
   const double t0 = now_s();
   for (int block = 0; block < decision.max_n; ++block) {
     const double left = budget_s - (now_s() - t0);
     if (left <= 0) break;
-    // Fresh loads, created in a random order (what is allocated first can land differently); the
-    // previous block's executables are gone before these are created.
-    std::unique_ptr<Executable> ea, eb;
-    if (rng() & 1) {
-      ea = make(0);
-      eb = make(1);
-    } else {
-      eb = make(1);
-      ea = make(0);
-    }
     MeasureConfig cfg = measure;
-    cfg.seed = rng();
-    cfg.min_samples = cfg.max_samples = pairs_per_block;
-    cfg.min_time_s = 0;
-    cfg.max_time_s = left;
-    cfg.noise = -1;
     cfg.min_sample_s = 0;  // one execution per sample on both sides (see measure_and_decide)
     if (block > 0) cfg.warmup_s = std::min(cfg.warmup_s, 0.01);  // the process is warm; touch the new loads
-    auto ms = measure_interleaved({ea.get(), eb.get()}, cfg);
-    const size_t n = std::min(ms[0].samples_s.size(), ms[1].samples_s.size());
-    if (n < size_t(pairs_per_block)) break;  // budget ran out inside the block: a partial block is dropped
+    const auto ms = measure_fresh_block(sides, cfg, pairs_per_block, left, rng);
+    if (ms.empty()) break;  // budget ran out inside the block: a partial block is dropped
     for (int i = 0; i < 2; ++i) {
       auto& dst = out.m[size_t(i)];
       dst.samples_s.insert(dst.samples_s.end(), ms[size_t(i)].samples_s.begin(), ms[size_t(i)].samples_s.end());

@@ -18,6 +18,26 @@ double now_s() {
 }
 }  // namespace
 
+std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
+                                             double max_time_s, std::mt19937_64& rng) {
+  std::vector<size_t> order(make.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::unique_ptr<Executable>> fresh(make.size());
+  for (size_t i : order) fresh[i] = make[i]();
+  std::vector<Executable*> exes;
+  for (auto& e : fresh) exes.push_back(e.get());
+  cfg.seed = rng();
+  cfg.min_samples = cfg.max_samples = rounds;
+  cfg.min_time_s = 0;
+  cfg.max_time_s = max_time_s;
+  cfg.noise = -1;
+  auto ms = measure_interleaved(exes, cfg);
+  for (const auto& m : ms)
+    if (m.samples_s.size() < size_t(rounds)) return {};
+  return ms;
+}
+
 std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
                                              const StopRule& stop) {
   if (exes.empty()) return {};

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <random>
 #include <vector>
 
 #include "backends/backend.h"
@@ -38,5 +40,14 @@ using StopRule = std::function<bool(const std::vector<Measurement>&)>;
 // Measures all executables (each already prepare()d) interleaved. Throws Error if a run throws.
 std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
                                              const StopRule& stop = nullptr);
+
+// One block of the fresh-load design (harness/ab.h, bisect/oracle.h): creates every executable with make[i]()
+// in a random order (what is allocated first can land differently), measures exactly `rounds` interleaved
+// rounds within max_time_s (cfg's warmup and batch settings, never stopping on noise) and returns the
+// measurements in make's order, or nothing when the time ran out inside the block (a partial block is
+// dropped). The executables are gone on return, so the next block's loads are fresh.
+using ExecutableFactory = std::function<std::unique_ptr<Executable>()>;
+std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
+                                             double max_time_s, std::mt19937_64& rng);
 
 }  // namespace kb
