@@ -48,9 +48,16 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
   std::vector<Measurement> out(n);
   const double t_start = now_s();
 
-  // Warmup by time (each executable at least once), which also estimates one execution's duration.
+  std::mt19937_64 rng(cfg.seed);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+
+  // Warmup by time (each executable at least once), which also estimates one execution's duration. In a
+  // random order: the executable warmed last starts the rounds with its code and data in cache, and in a
+  // fixed order that would be the same one (B in ab, the last commit of a bisect step) in every block.
+  std::shuffle(order.begin(), order.end(), rng);
   std::vector<int> batch(n, 1);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i : order) {
     auto& c = out[i].conditions;
     double w0 = now_s(), per_run = 0;
     int runs = 0;
@@ -74,9 +81,6 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
     c.interleaved = n > 1;
   }
 
-  std::mt19937_64 rng(cfg.seed);
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
   std::vector<double> measured(n, 0.0);
   std::vector<TimedSample> round(n);
   int discarded = 0;
