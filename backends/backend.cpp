@@ -5,10 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
+#include "core/process.h"
 
 namespace kb {
 

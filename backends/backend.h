@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backends/toolchain.h"
-#include "harness/case.h"
+#include "backends/kernel.h"
 
 namespace kb {
 

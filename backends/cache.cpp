@@ -7,10 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
-#include "harness/results.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
 
 namespace kb {
 

@@ -6,9 +6,9 @@
 #include <llvm/Support/Error.h>
 #include <llvm/Support/MemoryBuffer.h>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
 
 namespace kb {
 

@@ -7,9 +7,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "backends/backend.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/text.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/text.h"
 
 namespace kb {
 

@@ -26,7 +26,7 @@
 #include <fmt/format.h>
 
 #include "bisect/simulate.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 
 using namespace kb::bisect;
 

@@ -22,9 +22,9 @@
 
 #include <fmt/format.h>
 
-#include "harness/changepoint.h"
-#include "harness/noise.h"
-#include "harness/stats.h"
+#include "stats/changepoint.h"
+#include "stats/noise.h"
+#include "stats/stats.h"
 
 using namespace kb;
 

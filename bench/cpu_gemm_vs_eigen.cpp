@@ -21,11 +21,12 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "backends/backend.h"
 #include "backends/cache.h"
 #include "backends/toolchain.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 
 namespace {
 
@@ -227,9 +228,9 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const kb::CompileError& e) {
     std::cerr << "error: " << e.what() << "\n" << e.log() << "\n";
-    return e.exit_code();
+    return kb::exit_code_for(e);
   } catch (const kb::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return e.exit_code();
+    return kb::exit_code_for(e);
   }
 }

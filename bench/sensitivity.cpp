@@ -37,11 +37,11 @@
 #include "backends/toolchain.h"
 #include "harness/ab.h"
 #include "harness/compare.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 #include "harness/reference.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 
 using namespace kb;
 

@@ -10,25 +10,22 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "bisect/priors.h"
 #include "bisect/provider.h"
 #include "bisect/report.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
 
 namespace kb::bisect {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using git::short_sha;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string short_sha(const std::string& s) { return s.substr(0, 12); }
 
 uint64_t seed_for(uint64_t seed, const std::string& key) {
   const std::string h = sha256_hex(key);
@@ -681,12 +678,6 @@ int Plan::max_units() const {
 Outcome run_bisection(const Plan& plan, Lab& lab, Journal* journal, const Log& log) {
   Loop loop(plan, lab, journal, log);
   return loop.run();
-}
-
-int exit_code_for(const Outcome& o) {
-  if (o.verdict == "culprit") return kExitOk;
-  if (o.verdict == "not-reproduced" || o.verdict == "inconclusive") return kExitNothingToBisect;
-  return kExitFound;  // reproduced, not pinned to a verified commit
 }
 
 std::string default_workdir(const BisectConfig& cfg) {

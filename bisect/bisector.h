@@ -25,11 +25,11 @@
 #include <nlohmann/json.hpp>
 
 #include "bisect/config.h"
-#include "bisect/git.h"
+#include "git/git.h"
 #include "bisect/journal.h"
 #include "bisect/oracle.h"
 #include "bisect/strategy.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 
 namespace kb::bisect {
 
@@ -124,11 +124,6 @@ struct Outcome {
   double wall_s = 0;
 };
 
-// Exit status of `kbisect bisect` for a verdict (see docs/bisect.md): 0 culprit (named and verified),
-// 1 a regression that reproduces but was not pinned to a verified commit (ambiguous, budget-exhausted,
-// unverified), 4 nothing to bisect (not-reproduced, inconclusive).
-int exit_code_for(const Outcome& o);
-constexpr int kExitNothingToBisect = 4;
 
 using Log = std::function<void(const std::string&)>;
 

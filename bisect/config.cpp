@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "harness/error.h"
+#include "core/error.h"
 #include "harness/external.h"
-#include "harness/text.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
+#include "core/text.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
 #include "harness/sweep.h"
 
 namespace kb::bisect {

@@ -5,19 +5,19 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "bisect/git.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
+#include "git/git.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
 
 namespace kb::bisect {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using git::short_sha;
 
 namespace {
 
-std::string short_sha(const std::string& s) { return s.substr(0, 12); }
 
 std::string scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
   if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a string", field));

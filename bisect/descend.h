@@ -18,7 +18,7 @@
 
 #include "bisect/bisector.h"
 #include "bisect/config.h"
-#include "harness/text.h"
+#include "core/text.h"
 
 namespace YAML {
 class Node;

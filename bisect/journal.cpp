@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 #include "harness/results.h"
 
 namespace kb::bisect {

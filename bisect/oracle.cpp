@@ -1,16 +1,17 @@
+#include "core/rng.h"
 #include "bisect/oracle.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
-#include <random>
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
+#include "core/clock.h"
+#include "core/error.h"
 #include "harness/external.h"
-#include "harness/fsutil.h"
+#include "core/fsutil.h"
 #include "harness/measure.h"
 #include "harness/runner.h"
 
@@ -294,10 +295,6 @@ double static_metric_value(Metric m, const std::string& backend, const std::map<
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 bool needs_run(Metric m) { return m == Metric::time || m == Metric::tflops || m == Metric::max_error; }
 
 }  // namespace
@@ -541,7 +538,7 @@ Measured RealLab::measure(const std::vector<std::string>& shas, const MeasureAsk
   // Blocks: every block loads all executables again (measure_fresh_block), times block_rounds
   // interleaved rounds and adds one unit per commit (block_summary).
   out.raw.resize(shas.size());
-  std::mt19937_64 rng(ask.seed);
+  Rng rng(ask.seed);
   std::vector<ExecutableFactory> make;  // commit-major, as aggregate reads them
   for (Loaded* L : ls) make.insert(make.end(), L->reloads.begin(), L->reloads.end());
   const double t0 = now_s();

@@ -41,7 +41,7 @@
 #include "bisect/provider.h"
 #include "bisect/strategy.h"
 #include "harness/reference.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 #include "harness/sweep.h"
 
 namespace kb::bisect {

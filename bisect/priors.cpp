@@ -4,7 +4,7 @@
 #include <map>
 #include <optional>
 
-#include "bisect/glob.h"
+#include "git/glob.h"
 
 namespace kb::bisect {
 

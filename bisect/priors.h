@@ -1,7 +1,7 @@
 // Prior weights of commits for the bisection strategy (`priors:` in the bisect config): a commit's weight
 // is its prior probability (up to a constant) of being the culprit, from the files it touches.
 //
-//   file weight   = the largest weight among the globs (bisect/glob.h) that match the path, or 1 when none
+//   file weight   = the largest weight among the globs (git/glob.h) that match the path, or 1 when none
 //                   matches;
 //   commit weight = the largest file weight over the files it changes against its first parent
 //                   (`git diff-tree -r --name-only`), or 1 when it changes no file.
@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "bisect/git.h"
+#include "git/git.h"
 
 namespace kb::bisect {
 

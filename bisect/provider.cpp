@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 namespace kb::bisect {
 

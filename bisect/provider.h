@@ -8,7 +8,7 @@
 
 #include "backends/toolchain.h"
 #include "bisect/config.h"
-#include "bisect/git.h"
+#include "git/git.h"
 
 namespace kb::bisect {
 

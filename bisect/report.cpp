@@ -1,6 +1,6 @@
 #include "bisect/report.h"
 
-#include "harness/text.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +9,8 @@
 #include <fmt/format.h>
 
 #include "harness/compare.h"
-#include "harness/fsutil.h"
+#include "core/fsutil.h"
+#include "report/html.h"
 
 namespace kb::bisect {
 
@@ -365,10 +366,7 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
 }
 
 std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
-  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kbisect bisect: " + html_escape(cfg.name) +
-                  "</title>\n<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}"
-                  "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px}"
-                  "code{background:#f4f4f4}</style></head><body>\n";
+  std::string h = report::page_begin("kbisect bisect: " + cfg.name);
   h += "<h1>kbisect bisect: " + html_escape(cfg.name) + "</h1>\n";
   h += "<p><b>Verdict: " + html_escape(o.verdict) + "</b>";
   if (o.culprit >= 0) {
@@ -401,7 +399,7 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   for (const auto& s : o.steps) row(s);
   for (const auto& cu : o.culprits) row(cu.verify);
   if (o.culprits.empty() && o.verify) row(*o.verify);
-  h += "</table>\n</body></html>\n";
+  h += "</table>\n" + report::page_end();
   return h;
 }
 

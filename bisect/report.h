@@ -10,7 +10,7 @@
 
 #include "bisect/bisector.h"
 #include "bisect/config.h"
-#include "bisect/git.h"
+#include "git/git.h"
 
 namespace kb::bisect {
 

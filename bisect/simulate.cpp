@@ -10,7 +10,7 @@
 
 #include "bisect/bisector.h"
 #include "bisect/strategy.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 
 namespace kb::bisect {
 

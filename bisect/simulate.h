@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bisect/oracle.h"
-#include "harness/noise.h"
+#include "stats/noise.h"
 
 namespace kb::bisect {
 

@@ -7,10 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
 #include "harness/ab.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 #include "harness/sweep.h"
 
 namespace kb::cli {
@@ -58,7 +59,7 @@ int run(const Args& a) {
     write_file_atomic(a.out + "/ab.md", render_markdown(r.comparison));
     std::cerr << "results: " << r.results_path << "\n";
   }
-  return r.comparison.exit_code();
+  return exit_code_for(r.comparison);
 }
 
 Registrar reg("ab",

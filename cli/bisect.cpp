@@ -1,7 +1,7 @@
 // kbisect bisect CONFIG [--workdir DIR] [--resume]: find the compiler commit that caused a regression.
 // Progress goes to stderr; the report files go to the workdir; the last line on stdout is
 // "culprit: <sha> <subject>" (one such line per verified regression, the largest last) or
-// "verdict: <verdict>". Exit status by verdict (bisect::exit_code_for): 0 culprit (named and verified),
+// "verdict: <verdict>". Exit status by verdict (cli/exit_codes.h): 0 culprit (named and verified),
 // 1 the regression reproduces but no verified commit was named (ambiguous, budget-exhausted, unverified),
 // 4 nothing to bisect (not-reproduced, inconclusive); 2 bad input (config, refs, an endpoint that cannot be
 // built), 3 a missing environment.
@@ -14,7 +14,8 @@
 #include "bisect/descend.h"
 #include "bisect/report.h"
 #include "cli/command.h"
-#include "harness/error.h"
+#include "cli/exit_codes.h"
+#include "core/error.h"
 
 namespace kb::cli {
 namespace {
@@ -51,7 +52,7 @@ int run(const Args& a) {
   const bisect::DescendResult d = bisect::descend(cfg, r, a.resume, log);
   if (d.status != "not-configured") std::cout << (d.status == "descended" ? bisect::inner_line(d) : d.line) << "\n";
   std::cout << bisect::final_line(o, r.commits) << std::endl;
-  return bisect::exit_code_for(o);
+  return exit_code_for(o);
 }
 
 Registrar reg("bisect",

@@ -8,10 +8,11 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "bisect/bisector.h"
 #include "bisect/config.h"
 #include "cli/command.h"
-#include "harness/error.h"
+#include "core/error.h"
 
 namespace kb::cli {
 namespace {
@@ -29,10 +30,10 @@ int run(const Args& a) {
     return classify(a);
   } catch (const CompileError& e) {
     std::cerr << "kbisect: error: " << e.what() << "\n" << tail(e.log(), 2000) << "\n";
-    return kAbortBase + e.exit_code();
+    return kAbortBase + exit_code_for(e);
   } catch (const Error& e) {
     std::cerr << "kbisect: error: " << e.what() << "\n";
-    return kAbortBase + e.exit_code();
+    return kAbortBase + exit_code_for(e);
   } catch (const std::exception& e) {
     std::cerr << "kbisect: internal error: " << e.what() << "\n";
     return kAbortBase + 70;

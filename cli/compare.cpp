@@ -7,10 +7,11 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
 #include "harness/compare.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 #include "harness/sweep.h"
 
 namespace kb::cli {
@@ -67,7 +68,7 @@ int run(const Args& a) {
     else if (ends(".md")) fmt_out = "md";
     write_file_atomic(a.out, render(c, fmt_out));
   }
-  return c.exit_code();
+  return exit_code_for(c);
 }
 
 Registrar reg("compare",

@@ -5,10 +5,11 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
-#include "harness/error.h"
-#include "harness/explain.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "passes/explain.h"
+#include "core/fsutil.h"
 
 namespace kb::cli {
 namespace {

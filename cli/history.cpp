@@ -1,6 +1,6 @@
-// kbisect history: the nightly history in SQLite (harness/history.h).
+// kbisect history: the nightly history in SQLite (nightly/history.h).
 //   kbisect history [CASE-FILTER] --db FILE [--last N] [--format table|csv|json]   series per case, with
-//       change points (harness/changepoint.h) marked
+//       change points (stats/changepoint.h) marked
 //   kbisect history --db FILE --record RESULTS [--date D --label L --machine M --kbisect-sha S
 //       --compiler-commit TOOLCHAIN=SHA ...]                                         record a merged run
 //   kbisect history --db FILE --runs [--last N]                                      list the runs
@@ -10,12 +10,13 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
-#include "harness/changepoint.h"
+#include "stats/changepoint.h"
 #include "harness/compare.h"
-#include "harness/error.h"
-#include "harness/history.h"
-#include "harness/text.h"
+#include "core/error.h"
+#include "nightly/history.h"
+#include "core/text.h"
 
 namespace kb::cli {
 namespace {

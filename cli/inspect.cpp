@@ -7,7 +7,7 @@
 #include "backends/backend.h"
 #include "backends/cache.h"
 #include "cli/command.h"
-#include "harness/error.h"
+#include "core/error.h"
 #include "harness/sweep.h"
 
 namespace kb::cli {

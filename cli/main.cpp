@@ -6,8 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
-#include "harness/error.h"
+#include "core/error.h"
 
 namespace kb::cli {
 
@@ -60,10 +61,10 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return run();
   } catch (const kb::CompileError& e) {
     std::cerr << "kbisect: error: " << e.what() << "\n" << kb::tail(e.log(), 2000) << "\n";
-    return e.exit_code();
+    return kb::exit_code_for(e);
   } catch (const kb::Error& e) {
     std::cerr << "kbisect: error: " << e.what() << "\n";
-    return e.exit_code();
+    return kb::exit_code_for(e);
   } catch (const std::exception& e) {
     std::cerr << "kbisect: internal error: " << e.what() << "\n";
     return 70;

@@ -1,4 +1,4 @@
-// kbisect nightly CONFIG --scheduler slurm|local: the nightly pipeline (harness/nightly.h): plan tonight's
+// kbisect nightly CONFIG --scheduler slurm|local: the nightly pipeline (nightly/nightly.h): plan tonight's
 // compiler, run the sweep's shards (one sbatch --array job, or local processes), then the finish step
 // (merge, history, compare, change points, alerts, auto-bisect, report).
 // kbisect nightly-finish RUNDIR: the finish step alone (what the dependent Slurm job runs).
@@ -7,11 +7,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/nightly.h"
-#include "harness/slurm.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "nightly/nightly.h"
+#include "nightly/slurm.h"
 
 namespace kb::cli {
 namespace {
@@ -30,7 +31,7 @@ nightly::Log make_log(bool quiet) {
 
 int print_finish(const nightly::FinishResult& fr) {
   std::cout << fmt::format("report: {}\nreport: {}\n{}\n", fr.report_md, fr.report_html, fr.summary);
-  return fr.exit_code;
+  return exit_code_for(fr.outcome);
 }
 
 int run(const Opts& o) {
@@ -68,7 +69,7 @@ int run(const Opts& o) {
   }
   const nlohmann::json j = nlohmann::json::parse(read_file(nj));
   nightly::FinishResult fr;
-  fr.exit_code = j.value("exit_code", int(kExitBadInput));
+  fr.outcome = nightly::parse_outcome(j.value("outcome", "incomplete"));
   fr.summary = j.value("summary", "");
   fr.report_md = plan.run_dir + "/report.md";
   fr.report_html = plan.run_dir + "/report.html";

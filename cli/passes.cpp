@@ -8,10 +8,11 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/passes.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "passes/passes.h"
 #include "harness/sweep.h"
 
 namespace kb::cli {

@@ -5,9 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "cli/exit_codes.h"
 #include "cli/command.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 #include "harness/printers.h"
 #include "harness/runner.h"
 #include "harness/shard.h"

@@ -1,15 +1,16 @@
 // kbisect upstream: upstream-sync dashboard for a compiler fork (days behind, backlog, pending
 // commits as risky chains and low-risk bundles, an ingestion plan, emergency picks, weekly history).
-// Definitions: bisect/upstream.h and docs/upstream.md.
+// Definitions: upstream/upstream.h and docs/upstream.md.
 #include <iostream>
 
 #include <fmt/format.h>
 
-#include "bisect/git.h"
-#include "bisect/upstream.h"
+#include "cli/exit_codes.h"
+#include "git/git.h"
+#include "upstream/upstream.h"
 #include "cli/command.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 
 namespace kb::cli {
 namespace {

@@ -1,3 +1,4 @@
+#include "core/rng.h"
 #include "harness/ab.h"
 
 #include <algorithm>
@@ -5,14 +6,14 @@
 #include <cmath>
 #include <iostream>
 #include <map>
-#include <random>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "backends/cache.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 #include "harness/reference.h"
 #include "harness/runner.h"
 #include "harness/sweep.h"
@@ -22,10 +23,6 @@ namespace kb {
 using json = nlohmann::json;
 
 namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -79,7 +76,7 @@ PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConf
   if (!(budget_s > 0)) throw InputError(fmt::format("budget {} s must be positive", budget_s));
   if (pairs_per_block < 2) throw InputError(fmt::format("pairs per block {} must be at least 2", pairs_per_block));
   stats::SequentialPaired seq(decision);
-  std::mt19937_64 rng(measure.seed);
+  Rng rng(measure.seed);
   PairOutcome out;
   out.m.resize(2);
   stats::Decision last;

@@ -22,7 +22,7 @@
 #include "harness/compare.h"
 #include "harness/measure.h"
 #include "harness/results.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 
 namespace kb {
 

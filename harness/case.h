@@ -1,83 +1,10 @@
-// What is measured: a kernel (declared once, by name, per backend), a parameter set, a shape, a dtype.
+// What a sweep measures: one case = a kernel instance (backends/kernel.h) on a shape, dtype and toolchain.
 #pragma once
-#include <cstdint>
-#include <functional>
-#include <map>
-#include <optional>
 #include <string>
-#include <variant>
-#include <vector>
+
+#include "backends/kernel.h"
 
 namespace kb {
-
-enum class DType { f32, f16, bf16 };
-std::string to_string(DType d);
-DType parse_dtype(const std::string& s);  // throws InputError
-size_t dtype_bytes(DType d);
-
-struct Shape {
-  int64_t M = 0, N = 0, K = 0;
-  double flops() const { return 2.0 * double(M) * double(N) * double(K); }
-  std::string str() const;  // "MxNxK"
-};
-
-// A parameter value: integer, float or string (nvbench-style typed axes).
-using ParamValue = std::variant<int64_t, double, std::string>;
-std::string to_string(const ParamValue& v);
-// "64" -> int, "0.5" -> float, anything else -> string (as written in YAML or on a command line).
-ParamValue parse_param_value(const std::string& s);
-
-// Named parameters of one kernel instance, ordered by name (stable hashes and output).
-class Params {
- public:
-  Params() = default;
-  Params(std::initializer_list<std::pair<const std::string, ParamValue>> init) : values_(init) {}
-
-  void set(const std::string& name, ParamValue v) { values_[name] = std::move(v); }
-  bool has(const std::string& name) const { return values_.count(name) != 0; }
-  int64_t get_int(const std::string& name) const;           // throws InputError if missing/not int
-  double get_float(const std::string& name) const;
-  const std::string& get_string(const std::string& name) const;
-  int64_t get_int_or(const std::string& name, int64_t fallback) const;
-
-  const std::map<std::string, ParamValue>& values() const { return values_; }
-  std::string str() const;  // "BM=64,BN=64"  (canonical, used in keys and names)
-  bool operator==(const Params& o) const { return values_ == o.values_; }
-  bool operator<(const Params& o) const { return values_ < o.values_; }
-
- private:
-  std::map<std::string, ParamValue> values_;
-};
-
-enum class ParamKind { Int, Float, String };
-
-struct ParamSpec {
-  std::string name;
-  ParamKind kind = ParamKind::Int;
-  ParamValue default_value;
-  std::string help;
-};
-
-// A kernel declaration: the one place that says what a kernel is (DESIGN rule 1).
-struct KernelDecl {
-  std::string name;     // "matmul_tiled"
-  std::string backend;  // "cpu", "cuda", "hip"
-  std::string source;   // path relative to the kernel directory, e.g. "cpu/matmul_tiled.cpp"
-  std::vector<std::string> extra_sources;  // headers it includes (hashed into the cache key)
-  std::string description;
-  std::vector<ParamSpec> params;
-  std::vector<DType> dtypes;
-  // Named built-in configurations (a sweep can say `config: best`). The first is the default.
-  std::vector<std::pair<std::string, Params>> configs;
-  // Why (params, dtype, target) cannot be compiled, or nullopt if fine. target may be empty (CPU).
-  std::function<std::optional<std::string>(const Params&, DType, const std::string& target)> check_params;
-  // Why the shape cannot be run with these params, or nullopt.
-  std::function<std::optional<std::string>(const Params&, const Shape&)> check_shape;
-
-  // Fills in defaults for missing params; throws InputError for unknown names / wrong kinds.
-  Params complete(const Params& given) const;
-  bool supports(DType d) const;
-};
 
 // One unit of work in a sweep.
 struct Case {
@@ -89,7 +16,5 @@ struct Case {
   std::string tier = "l1";
   std::string id() const;  // "matmul_tiled[BM=64,...]/f32/512x512x512/clang-19"
 };
-
-int64_t ceil_div(int64_t a, int64_t b);
 
 }  // namespace kb

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/results.h"
-#include "harness/stats.h"
+#include "stats/stats.h"
 
 namespace kb {
 
@@ -64,7 +64,7 @@ struct Comparison {
   std::vector<std::string> notes;  // matching decisions worth telling ("matched on key+toolchain ...")
 
   int count(stats::Verdict v) const;
-  int exit_code() const;  // 1 when fail_on_slower and any case is worse, else 0
+  bool fails() const;  // fail_on_slower and some case is worse (the command then exits 1)
 };
 
 // Matches entries by key (or key + toolchain when a side has several toolchains per key) and decides

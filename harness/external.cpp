@@ -7,9 +7,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "backends/toolchain.h"
-#include "harness/error.h"
-#include "harness/process.h"
-#include "harness/text.h"
+#include "core/error.h"
+#include "core/process.h"
+#include "core/text.h"
 
 namespace kb {
 

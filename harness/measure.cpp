@@ -4,30 +4,24 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
-#include <random>
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
+#include "core/clock.h"
+#include "core/error.h"
 
 namespace kb {
 
-namespace {
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
-                                             double max_time_s, std::mt19937_64& rng) {
+                                             double max_time_s, Rng& rng) {
   std::vector<size_t> order(make.size());
   std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
+  rng.shuffle(order);
   std::vector<std::unique_ptr<Executable>> fresh(make.size());
   for (size_t i : order) fresh[i] = make[i]();
   std::vector<Executable*> exes;
   for (auto& e : fresh) exes.push_back(e.get());
-  cfg.seed = rng();
+  cfg.seed = rng.next();
   cfg.min_samples = cfg.max_samples = rounds;
   cfg.min_time_s = 0;
   cfg.max_time_s = max_time_s;
@@ -48,14 +42,14 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
   std::vector<Measurement> out(n);
   const double t_start = now_s();
 
-  std::mt19937_64 rng(cfg.seed);
+  Rng rng(cfg.seed);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
 
   // Warmup by time (each executable at least once), which also estimates one execution's duration. In a
   // random order: the executable warmed last starts the rounds with its code and data in cache, and in a
   // fixed order that would be the same one (B in ab, the last commit of a bisect step) in every block.
-  std::shuffle(order.begin(), order.end(), rng);
+  rng.shuffle(order);
   std::vector<int> batch(n, 1);
   for (size_t i : order) {
     auto& c = out[i].conditions;
@@ -87,7 +81,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
   std::string reason;
   for (;;) {
     // One randomized block: every executable once, in a shuffled order.
-    std::shuffle(order.begin(), order.end(), rng);
+    rng.shuffle(order);
     bool throttled = false;
     for (size_t idx : order) {
       if (cold) exes[idx]->flush_caches();

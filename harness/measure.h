@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <random>
 #include <vector>
 
+#include "core/rng.h"
 #include "backends/backend.h"
 #include "harness/results.h"
 
@@ -48,6 +48,6 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
 // dropped). The executables are gone on return, so the next block's loads are fresh.
 using ExecutableFactory = std::function<std::unique_ptr<Executable>()>;
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
-                                             double max_time_s, std::mt19937_64& rng);
+                                             double max_time_s, Rng& rng);
 
 }  // namespace kb

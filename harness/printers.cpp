@@ -1,13 +1,13 @@
 #include "harness/printers.h"
-#include "harness/text.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 
 namespace kb {
 

@@ -1,7 +1,7 @@
+#include "core/rng.h"
 #include "harness/reference.h"
 
 #include <cmath>
-#include <random>
 
 #include <Eigen/Core>
 #include <fmt/format.h>
@@ -23,8 +23,8 @@ std::shared_ptr<const GemmProblem> make_problem(const Shape& s, DType d, uint64_
   p->dtype = d;
   p->seed = seed;
   // Random data in [-1, 1) (never zeros: zeros time faster on some hardware and hide bugs).
-  std::mt19937_64 rng(seed ^ (uint64_t(s.M) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(s.N) << 21) ^ uint64_t(s.K));
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Rng rng(seed ^ (uint64_t(s.M) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(s.N) << 21) ^ uint64_t(s.K));
+  auto dist = [](Rng& r) { return float(2 * r.uniform() - 1); };
   p->A.resize(size_t(s.M * s.K));
   p->B.resize(size_t(s.K * s.N));
   for (auto& x : p->A) x = round_to_dtype(dist(rng), d);

@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
-#include "harness/text.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
+#include "core/text.h"
 
 namespace kb {
 
@@ -75,27 +75,6 @@ std::string CaseResult::key() const {
 }
 
 std::string CaseResult::id() const { return key() + "/" + toolchain; }
-
-json params_to_json(const Params& p) {
-  json j = json::object();
-  for (const auto& [k, v] : p.values()) {
-    if (auto i = std::get_if<int64_t>(&v)) j[k] = *i;
-    else if (auto f = std::get_if<double>(&v)) j[k] = *f;
-    else j[k] = std::get<std::string>(v);
-  }
-  return j;
-}
-
-Params params_from_json(const json& j) {
-  Params p;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it->is_number_integer()) p.set(it.key(), it->get<int64_t>());
-    else if (it->is_number()) p.set(it.key(), it->get<double>());
-    else if (it->is_string()) p.set(it.key(), it->get<std::string>());
-    else throw InputError(fmt::format("params.{} has an unsupported type", it.key()));
-  }
-  return p;
-}
 
 namespace {
 

@@ -90,10 +90,6 @@ struct RunResults {
   nlohmann::json extra;           // command-specific additions (ab pairs, verdicts ...)
 };
 
-// Params <-> JSON object (integers, floats and strings keep their types).
-nlohmann::json params_to_json(const Params& p);
-Params params_from_json(const nlohmann::json& j);  // throws InputError for unsupported value types
-
 nlohmann::json to_json(const CaseResult& c);
 CaseResult case_from_json(const nlohmann::json& j);  // throws InputError naming the field
 nlohmann::json to_json(const RunResults& r);

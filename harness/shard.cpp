@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
-#include "harness/hash.h"
+#include "core/error.h"
+#include "core/hash.h"
 
 namespace kb {
 

@@ -9,9 +9,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include "backends/backend.h"
-#include "harness/error.h"
-#include "harness/text.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/text.h"
+#include "core/fsutil.h"
 
 namespace kb {
 

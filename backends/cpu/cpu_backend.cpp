@@ -19,11 +19,12 @@
 
 #include <fmt/format.h>
 
+#include "core/rng.h"
 #include "backends/backend.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/elf.h"
-#include "harness/error.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/process.h"
 
 #include "kernels/cpu/kb_cpu_kernel.h"
 
@@ -55,9 +56,9 @@ class LoadArray {
   void assign(size_t n, T value) {
     release();
     static std::atomic<uint64_t> loads{std::random_device{}()};
-    std::mt19937_64 rng(loads.fetch_add(0x9E3779B97F4A7C15ULL));
+    Rng rng(loads.fetch_add(0x9E3779B97F4A7C15ULL));
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    const size_t offset = 64 * size_t(rng() % (page / 64));
+    const size_t offset = 64 * size_t(rng.below(page / 64));
     len_ = std::max<size_t>(offset + n * sizeof(T), 1);  // an empty array still gets a (one-page) mapping
     void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw EnvError(fmt::format("mmap of {} bytes failed: {}", len_, strerror(errno)));

@@ -2,7 +2,7 @@
 #pragma once
 #include <vector>
 
-#include "harness/case.h"
+#include "backends/kernel.h"
 
 namespace kb {
 const std::vector<KernelDecl>& cpu_kernels();

@@ -15,10 +15,10 @@
 #include "backends/cuda/cubin_metrics.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
+#include "core/process.h"
 
 #ifndef KBISECT_CUDA_ROOT
 #define KBISECT_CUDA_ROOT "/usr/local/cuda"

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
+#include "core/error.h"
 
 namespace kb::cuda {
 
@@ -60,7 +60,7 @@ void check(CUresult rc, const char* call, const char* file, int line) {
   if (d.cuGetErrorString) d.cuGetErrorString(rc, &desc);
   throw Error(fmt::format("{}:{}: {} failed: {} ({})", file, line, call, name ? name : std::to_string(int(rc)),
                           desc ? desc : "no description"),
-              kExitEnvMissing);
+              ErrorKind::environment);
 }
 
 Nvml& Nvml::instance() {

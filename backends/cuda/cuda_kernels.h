@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/case.h"
+#include "backends/kernel.h"
 
 namespace kb::cuda {
 

@@ -6,8 +6,8 @@
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/BinaryFormat/MsgPackDocument.h>
 
-#include "harness/case.h"
-#include "harness/error.h"
+#include "backends/kernel.h"
+#include "core/error.h"
 
 namespace kb {
 

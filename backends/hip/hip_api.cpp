@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/error.h"
+#include "core/error.h"
 
 namespace kb {
 

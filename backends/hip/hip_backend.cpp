@@ -19,10 +19,10 @@
 #include "backends/hip/amdgpu_code_object.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_kernels.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/hash.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/hash.h"
+#include "core/process.h"
 
 namespace kb {
 

@@ -9,8 +9,8 @@
 #include "backends/backend.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_kernels.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 
 namespace kb {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/case.h"
+#include "backends/kernel.h"
 
 namespace kb {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/case.h"
-#include "harness/error.h"
+#include "core/error.h"
 
 using namespace kb;
 

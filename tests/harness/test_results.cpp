@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 #include "harness/printers.h"
 #include "harness/reference.h"
 #include "harness/results.h"

@@ -9,9 +9,9 @@
 #include <functional>
 #include <set>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 #include "harness/runner.h"
 #include "harness/shard.h"
 

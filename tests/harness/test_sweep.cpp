@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "harness/error.h"
+#include "core/error.h"
 #include "harness/sweep.h"
 
 using namespace kb;

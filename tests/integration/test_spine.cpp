@@ -8,8 +8,8 @@
 
 #include "backends/backend.h"
 #include "backends/cache.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 #include "harness/reference.h"
 
 using namespace kb;

@@ -12,14 +12,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/nightly.h"
-#include "harness/process.h"
+#include "cli/exit_codes.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "nightly/nightly.h"
+#include "core/process.h"
 #include "harness/results.h"
-#include "harness/slurm.h"
-#include "slurm_fixture.h"
-#include "tests/bisect/bisector/fixture.h"
+#include "nightly/slurm.h"
+#include "tests/common/slurm_fixture.h"
+#include "tests/common/bisect_fixture.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -284,15 +285,15 @@ TEST(Nightly, ChangePointAlertsOnceWherePairwiseCompareStaysQuiet) {
     kb::make_dirs(plan.shard_dir(1));
     kb::save_results(res, plan.shard_dir(1) + "/results.json");
     const auto fr = kb::nightly::finish(plan.run_dir);
-    codes.push_back(fr.exit_code);
+    codes.push_back(kb::exit_code_for(fr.outcome));
     const json nj = json::parse(kb::read_file(fr.nightly_json));
     // The pairwise compare never alerts on a 3% step with a 50% threshold.
     for (const auto& a : nj["alerts"]) EXPECT_FALSE(a.contains("compare")) << date << a.dump();
     if (night < 7) {
-      EXPECT_EQ(fr.exit_code, 0) << date << ": flat history raised an alert: " << nj["alerts"].dump();
+      EXPECT_EQ(kb::exit_code_for(fr.outcome), 0) << date << ": flat history raised an alert: " << nj["alerts"].dump();
       continue;
     }
-    if (fr.exit_code == 1 && first_alert < 0) {
+    if (kb::exit_code_for(fr.outcome) == 1 && first_alert < 0) {
       first_alert = night;
       ASSERT_EQ(nj["alerts"].size(), 1u);
       const auto& a = nj["alerts"][0];
@@ -306,7 +307,7 @@ TEST(Nightly, ChangePointAlertsOnceWherePairwiseCompareStaysQuiet) {
       EXPECT_NE(html.find("change +"), std::string::npos);
     } else if (first_alert >= 0) {
       // The same change point is not alerted again (it is listed as still regressed).
-      EXPECT_EQ(fr.exit_code, 0) << date << nj["alerts"].dump();
+      EXPECT_EQ(kb::exit_code_for(fr.outcome), 0) << date << nj["alerts"].dump();
       ASSERT_FALSE(nj["alerts"].empty());
       EXPECT_TRUE(nj["alerts"][0]["known"].get<bool>());
     }

@@ -2,7 +2,7 @@
 // runnable cases; other tiers keep their settings; bad budgets name file:line:col.
 #include <gtest/gtest.h>
 
-#include "harness/error.h"
+#include "core/error.h"
 #include "harness/sweep.h"
 
 namespace {

@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "backends/backend.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/passes.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "passes/passes.h"
+#include "core/process.h"
 
 using namespace kb;
 

@@ -2,8 +2,8 @@
 
 #include "backends/backend.h"
 #include "backends/cache.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 
 using namespace kb;
 

@@ -15,9 +15,9 @@
 #include "backends/backend.h"
 #include "backends/cuda/cubin_metrics.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 namespace kb {
 namespace {

@@ -16,15 +16,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/exit_codes.h"
 #include "backends/backend.h"
 #include "backends/elf.h"
 #include "backends/hip/amdgpu_code_object.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_backend.h"
 #include "backends/hip/hip_kernels.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 namespace kb {
 namespace {
@@ -311,7 +312,7 @@ TEST(HipBackend, NoDeviceReasonIsExact) {
     ADD_FAILURE() << "load() succeeded without a device";
   } catch (const EnvError& e) {
     EXPECT_EQ(std::string(e.what()), av.reason);
-    EXPECT_EQ(e.exit_code(), kExitEnvMissing);
+    EXPECT_EQ(exit_code_for(e), kExitEnvMissing);
   }
 }
 

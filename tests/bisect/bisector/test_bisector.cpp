@@ -19,10 +19,10 @@
 #include "bisect/journal.h"
 #include "bisect/report.h"
 #include "bisect/strategy.h"
-#include "fixture.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "tests/common/bisect_fixture.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;

@@ -6,10 +6,10 @@
 
 #include "bisect/bisector.h"
 #include "bisect/config.h"
-#include "fixture.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "tests/common/bisect_fixture.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 using namespace kb;
 using namespace kb::bisect;

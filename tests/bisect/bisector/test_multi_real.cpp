@@ -10,9 +10,9 @@
 #include "bisect/journal.h"
 #include "bisect/priors.h"
 #include "bisect/report.h"
-#include "fixture.h"
-#include "harness/error.h"
-#include "harness/fsutil.h"
+#include "tests/common/bisect_fixture.h"
+#include "core/error.h"
+#include "core/fsutil.h"
 
 using json = nlohmann::json;
 using namespace kb::bisect;

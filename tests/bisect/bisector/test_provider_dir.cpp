@@ -6,11 +6,11 @@
 
 #include "backends/toolchain.h"
 #include "bisect/config.h"
-#include "bisect/git.h"
+#include "git/git.h"
 #include "bisect/provider.h"
-#include "fixture.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "tests/common/bisect_fixture.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 using namespace kb;
 using namespace kb::bisect;

@@ -21,7 +21,7 @@
 #include "backends/backend.h"
 #include "backends/cache.h"
 #include "backends/toolchain.h"
-#include "harness/error.h"
+#include "core/error.h"
 
 namespace kb {
 namespace {

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "backends/backend.h"
-#include "harness/fsutil.h"
-#include "harness/process.h"
+#include "core/fsutil.h"
+#include "core/process.h"
 
 namespace kb {
 namespace {

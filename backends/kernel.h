@@ -1,0 +1,92 @@
+// What a backend compiles and runs: a kernel (declared once, by name, per backend), a parameter set,
+// a shape, a dtype. Backends know these and nothing of sweeps (harness/case.h adds the sweep's Case).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace kb {
+
+
+enum class DType { f32, f16, bf16 };
+std::string to_string(DType d);
+DType parse_dtype(const std::string& s);  // throws InputError
+size_t dtype_bytes(DType d);
+
+struct Shape {
+  int64_t M = 0, N = 0, K = 0;
+  double flops() const { return 2.0 * double(M) * double(N) * double(K); }
+  std::string str() const;  // "MxNxK"
+};
+
+// A parameter value: integer, float or string (nvbench-style typed axes).
+using ParamValue = std::variant<int64_t, double, std::string>;
+std::string to_string(const ParamValue& v);
+// "64" -> int, "0.5" -> float, anything else -> string (as written in YAML or on a command line).
+ParamValue parse_param_value(const std::string& s);
+
+// Named parameters of one kernel instance, ordered by name (stable hashes and output).
+class Params {
+ public:
+  Params() = default;
+  Params(std::initializer_list<std::pair<const std::string, ParamValue>> init) : values_(init) {}
+
+  void set(const std::string& name, ParamValue v) { values_[name] = std::move(v); }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  int64_t get_int(const std::string& name) const;           // throws InputError if missing/not int
+  double get_float(const std::string& name) const;
+  const std::string& get_string(const std::string& name) const;
+  int64_t get_int_or(const std::string& name, int64_t fallback) const;
+
+  const std::map<std::string, ParamValue>& values() const { return values_; }
+  std::string str() const;  // "BM=64,BN=64"  (canonical, used in keys and names)
+  bool operator==(const Params& o) const { return values_ == o.values_; }
+  bool operator<(const Params& o) const { return values_ < o.values_; }
+
+ private:
+  std::map<std::string, ParamValue> values_;
+};
+
+enum class ParamKind { Int, Float, String };
+
+struct ParamSpec {
+  std::string name;
+  ParamKind kind = ParamKind::Int;
+  ParamValue default_value;
+  std::string help;
+};
+
+// A kernel declaration: the one place that says what a kernel is (DESIGN rule 1).
+struct KernelDecl {
+  std::string name;     // "matmul_tiled"
+  std::string backend;  // "cpu", "cuda", "hip"
+  std::string source;   // path relative to the kernel directory, e.g. "cpu/matmul_tiled.cpp"
+  std::vector<std::string> extra_sources;  // headers it includes (hashed into the cache key)
+  std::string description;
+  std::vector<ParamSpec> params;
+  std::vector<DType> dtypes;
+  // Named built-in configurations (a sweep can say `config: best`). The first is the default.
+  std::vector<std::pair<std::string, Params>> configs;
+  // Why (params, dtype, target) cannot be compiled, or nullopt if fine. target may be empty (CPU).
+  std::function<std::optional<std::string>(const Params&, DType, const std::string& target)> check_params;
+  // Why the shape cannot be run with these params, or nullopt.
+  std::function<std::optional<std::string>(const Params&, const Shape&)> check_shape;
+
+  // Fills in defaults for missing params; throws InputError for unknown names / wrong kinds.
+  Params complete(const Params& given) const;
+  bool supports(DType d) const;
+};
+
+// Params <-> JSON object (integers, floats and strings keep their types).
+nlohmann::json params_to_json(const Params& p);
+Params params_from_json(const nlohmann::json& j);  // throws InputError for unsupported value types
+
+int64_t ceil_div(int64_t a, int64_t b);
+
+}  // namespace kb

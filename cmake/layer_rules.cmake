@@ -1,0 +1,23 @@
+# The include check, usable in script mode too (cmake/check_layers.cmake): FILES of layer NAME may include
+# headers of the layers in ALLOWED and of any folder that is not a layer (kernels/, system headers).
+function(kb_layer_violations out name files allowed all_layers)
+  set(found "")
+  foreach(f ${files})
+    file(STRINGS "${f}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"/]+/")
+    foreach(line ${lines})
+      string(REGEX MATCH "\"([^\"/]+)/" _ "${line}")
+      set(top "${CMAKE_MATCH_1}")
+      if(top STREQUAL name)
+        continue()
+      endif()
+      list(FIND all_layers "${top}" is_layer)
+      list(FIND allowed "${top}" ok)
+      if(is_layer GREATER -1 AND ok EQUAL -1)
+        string(STRIP "${line}" line)
+        list(APPEND found "${f}: '${line}': layer ${name} may include only ${name} ${allowed}")
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+

@@ -1,0 +1,225 @@
+#include "core/process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+extern char** environ;
+
+namespace kb {
+
+std::string tail(const std::string& text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t start = text.size() - max_bytes;
+  size_t nl = text.find('\n', start);
+  if (nl != std::string::npos && nl + 1 < text.size() && nl - start < max_bytes / 4) start = nl + 1;
+  return "..." + text.substr(start);
+}
+
+std::string RunResult::status_text() const {
+  if (timed_out) return fmt::format("timed out after {:.0f} s", wall_s);
+  if (signal) return fmt::format("signal {} ({})", signal, strsignal(signal));
+  return fmt::format("exit {}", exit_code);
+}
+
+std::string which(const std::string& program) {
+  if (program.empty()) return "";
+  if (program.find('/') != std::string::npos) return access(program.c_str(), X_OK) == 0 ? program : "";
+  const char* path = getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= p.size()) {
+    size_t end = p.find(':', pos);
+    if (end == std::string::npos) end = p.size();
+    std::string dir = p.substr(pos, end - pos);
+    if (dir.empty()) dir = ".";
+    std::string cand = dir + "/" + program;
+    struct stat st;
+    if (stat(cand.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(cand.c_str(), X_OK) == 0) return cand;
+    pos = end + 1;
+  }
+  return "";
+}
+
+std::string argv_to_display(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) {
+    if (!s.empty()) s += ' ';
+    bool plain = !a.empty() && a.find_first_of(" \t\n'\"\\$`;&|<>()*?[]{}!#~") == std::string::npos;
+    if (plain) {
+      s += a;
+    } else {
+      s += '\'';
+      for (char c : a) s += (c == '\'') ? std::string("'\\''") : std::string(1, c);
+      s += '\'';
+    }
+  }
+  return s;
+}
+
+namespace {
+
+void append_capped(std::string& buf, const char* data, size_t n, size_t cap) {
+  buf.append(data, n);
+  if (buf.size() > cap + cap / 2) buf.erase(0, buf.size() - cap);
+}
+
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() {
+    if (pipe2(fd, O_CLOEXEC) != 0) throw EnvError(fmt::format("pipe failed: {}", strerror(errno)));
+  }
+  ~Pipe() { close_both(); }
+  void close_end(int i) {
+    if (fd[i] >= 0) close(fd[i]);
+    fd[i] = -1;
+  }
+  void close_both() { close_end(0); close_end(1); }
+};
+
+}  // namespace
+
+RunResult run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
+  if (argv.empty()) throw InputError("run_process: empty argv");
+  std::string exe = which(argv[0]);
+  if (exe.empty()) throw EnvError(fmt::format("program not found: {}", argv[0]));
+
+  // Environment: inherited, minus unset, plus set.
+  std::set<std::string> drop(opts.env_unset.begin(), opts.env_unset.end());
+  for (const auto& [k, v] : opts.env_set) drop.insert(k);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string k = kv.substr(0, kv.find('='));
+    if (!drop.count(k)) env_strings.push_back(kv);
+  }
+  for (const auto& [k, v] : opts.env_set) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argvp;
+  for (auto& s : args) argvp.push_back(s.data());
+  argvp.push_back(nullptr);
+
+  Pipe out, err, in;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (opts.stdin_data) {
+    posix_spawn_file_actions_adddup2(&fa, in.fd[0], 0);
+  } else {
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  }
+  posix_spawn_file_actions_adddup2(&fa, out.fd[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err.fd[1], 2);
+  if (!opts.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, opts.cwd.c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none, def;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigemptyset(&def);
+  sigaddset(&def, SIGPIPE);
+  sigaddset(&def, SIGINT);
+  sigaddset(&def, SIGTERM);
+  posix_spawnattr_setsigdefault(&attr, &def);
+
+  auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argvp.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    throw EnvError(fmt::format("cannot start {}: {}", argv_to_display(argv), strerror(rc)));
+  }
+  out.close_end(1);
+  err.close_end(1);
+  in.close_end(0);
+
+  RunResult res;
+  size_t in_off = 0;
+  if (!opts.stdin_data) in.close_end(1);
+  else fcntl(in.fd[1], F_SETFL, O_NONBLOCK);
+
+  bool killed = false;
+  char buf[65536];
+  while (out.fd[0] >= 0 || err.fd[0] >= 0) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int wait_ms = 200;
+    if (opts.timeout_s > 0 && !killed) {
+      double left = opts.timeout_s - elapsed;
+      if (left <= 0) {
+        res.timed_out = true;
+        killed = true;
+        kill(-pid, SIGKILL);
+      } else {
+        wait_ms = std::min(200, int(left * 1000) + 1);
+      }
+    }
+    pollfd fds[3];
+    int n = 0;
+    int idx_out = -1, idx_err = -1, idx_in = -1;
+    if (out.fd[0] >= 0) { idx_out = n; fds[n++] = {out.fd[0], POLLIN, 0}; }
+    if (err.fd[0] >= 0) { idx_err = n; fds[n++] = {err.fd[0], POLLIN, 0}; }
+    if (in.fd[1] >= 0) { idx_in = n; fds[n++] = {in.fd[1], POLLOUT, 0}; }
+    int pr = poll(fds, n, wait_ms);
+    if (pr < 0 && errno != EINTR) break;
+    if (pr <= 0) continue;
+    auto drain = [&](int idx, Pipe& p, std::string& dst) {
+      if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) return;
+      ssize_t r = read(p.fd[0], buf, sizeof buf);
+      if (r > 0) append_capped(dst, buf, size_t(r), opts.max_capture);
+      else if (r == 0 || (errno != EINTR && errno != EAGAIN)) p.close_end(0);
+    };
+    drain(idx_out, out, res.out);
+    drain(idx_err, err, res.err);
+    if (idx_in >= 0 && (fds[idx_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const std::string& data = *opts.stdin_data;
+      ssize_t w = write(in.fd[1], data.data() + in_off, data.size() - in_off);
+      if (w > 0) in_off += size_t(w);
+      if (w < 0 && errno != EAGAIN && errno != EINTR) in.close_end(1);
+      if (in_off >= data.size()) in.close_end(1);
+    }
+  }
+  // Pipes closed: the child exited or closed them; still enforce the timeout while waiting.
+  int status = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (opts.timeout_s > 0 && elapsed > opts.timeout_s && !killed) {
+      res.timed_out = true;
+      killed = true;
+      kill(-pid, SIGKILL);
+    }
+    usleep(2000);
+  }
+  // Grandchildren left in the group (e.g. a build's daemons) are ended too.
+  kill(-pid, SIGKILL);
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) {
+    res.signal = WTERMSIG(status);
+    if (res.timed_out && res.signal == SIGKILL) res.signal = 0;
+  }
+  if (out.fd[0] >= 0) out.close_end(0);
+  return res;
+}
+
+}  // namespace kb

@@ -1,0 +1,156 @@
+#include "nightly/slurm.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
+
+namespace kb::slurm {
+
+namespace {
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\n')) ++i;
+  return s.substr(i);
+}
+
+bool valid_job_id(const std::string& id) {
+  if (id.empty()) return false;
+  for (char c : id)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> sbatch_argv(const SubmitOptions& o, const std::string& job_name, const std::string& output,
+                                     const std::string& array, const std::string& dependency) {
+  std::vector<std::string> a;
+  if (!job_name.empty()) a.push_back("--job-name=" + job_name);
+  if (!output.empty()) a.push_back("--output=" + output);
+  if (!array.empty()) a.push_back("--array=" + array);
+  if (!dependency.empty()) a.push_back("--dependency=" + dependency);
+  if (!o.partition.empty()) a.push_back("--partition=" + o.partition);
+  if (!o.gres.empty()) a.push_back("--gres=" + o.gres);
+  if (o.gpus > 0) a.push_back(fmt::format("--gpus={}", o.gpus));
+  if (!o.time.empty()) a.push_back("--time=" + o.time);
+  if (o.cpus_per_task > 0) a.push_back(fmt::format("--cpus-per-task={}", o.cpus_per_task));
+  a.insert(a.end(), o.extra.begin(), o.extra.end());
+  return a;
+}
+
+bool available(std::string* reason) {
+  for (const char* p : {"sbatch", "squeue"})
+    if (which(p).empty()) {
+      if (reason) *reason = fmt::format("'{}' not found in PATH (install slurm-wlm's client tools)", p);
+      return false;
+    }
+  return true;
+}
+
+std::string submit(const std::vector<std::string>& sbatch_args, const std::string& script_path, double timeout_s) {
+  std::string why;
+  if (!available(&why)) throw EnvError("cannot submit to Slurm: " + why);
+  std::vector<std::string> argv = {"sbatch", "--parsable"};
+  argv.insert(argv.end(), sbatch_args.begin(), sbatch_args.end());
+  argv.push_back(script_path);
+  RunOptions ro;
+  ro.timeout_s = timeout_s;
+  RunResult r = run_process(argv, ro);
+  if (!r.ok())
+    throw Error(fmt::format("{} failed ({}): {}", argv_to_display(argv), r.status_text(), trim(tail(r.err, 600))),
+                ErrorKind::environment);
+  std::string out = trim(r.out);
+  // --parsable prints "jobid" or "jobid;cluster"; take the last non-empty line (sbatch may print warnings).
+  if (auto nl = out.rfind('\n'); nl != std::string::npos) out = out.substr(nl + 1);
+  if (auto semi = out.find(';'); semi != std::string::npos) out = out.substr(0, semi);
+  if (!valid_job_id(out))
+    throw Error(fmt::format("{}: unexpected output '{}' (expected a job id)", argv_to_display(argv), trim(r.out)),
+                ErrorKind::environment);
+  return out;
+}
+
+std::map<std::string, std::string> queued(const std::string& job_id, double timeout_s) {
+  if (!valid_job_id(job_id)) throw InputError(fmt::format("not a Slurm job id: '{}'", job_id));
+  if (which("squeue").empty()) throw EnvError("'squeue' not found in PATH");
+  std::vector<std::string> argv = {"squeue", "-h", "-j", job_id, "-o", "%i|%T"};
+  RunOptions ro;
+  ro.timeout_s = timeout_s;
+  RunResult r = run_process(argv, ro);
+  std::map<std::string, std::string> jobs;
+  if (!r.ok()) {
+    // A job id the controller no longer knows is an error for squeue ("Invalid job id specified"): gone.
+    if (r.err.find("Invalid job id") != std::string::npos) return jobs;
+    throw EnvError(fmt::format("{} failed ({}): {}", argv_to_display(argv), r.status_text(), trim(tail(r.err, 600))));
+  }
+  size_t i = 0;
+  while (i < r.out.size()) {
+    size_t j = r.out.find('\n', i);
+    if (j == std::string::npos) j = r.out.size();
+    std::string line = trim(r.out.substr(i, j - i));
+    i = j + 1;
+    if (line.empty()) continue;
+    auto bar = line.find('|');
+    if (bar == std::string::npos) jobs[line] = "";
+    else jobs[line.substr(0, bar)] = line.substr(bar + 1);
+  }
+  return jobs;
+}
+
+bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    bool any = false;
+    for (const auto& id : job_ids)
+      if (!queued(id).empty()) {
+        any = true;
+        break;
+      }
+    if (!any) return true;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited >= timeout_s) return false;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(poll_s, std::max(0.05, timeout_s - waited))));
+  }
+}
+
+bool cancel(const std::string& job_id) {
+  if (!valid_job_id(job_id) || which("scancel").empty()) return false;
+  RunOptions ro;
+  ro.timeout_s = 30;
+  return run_process({"scancel", job_id}, ro).ok();
+}
+
+std::string sh_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') q += "'\\''";
+    else q += c;
+  }
+  return q + "'";
+}
+
+void write_script(const std::string& path, const std::map<std::string, std::string>& env, const std::string& body) {
+  std::string text = "#!/bin/sh\n# written by kbisect; every value is single-quoted\nset -u\n";
+  for (const auto& [k, v] : env) {
+    if (k.empty() || !(std::isalpha(static_cast<unsigned char>(k[0])) || k[0] == '_'))
+      throw InputError(fmt::format("not an environment variable name: '{}'", k));
+    for (char c : k)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+        throw InputError(fmt::format("not an environment variable name: '{}'", k));
+    text += fmt::format("{}={}\nexport {}\n", k, sh_quote(v), k);
+  }
+  text += body;
+  if (text.back() != '\n') text += '\n';
+  write_file_atomic(path, text);
+  if (chmod(path.c_str(), 0755) != 0) throw EnvError(fmt::format("cannot chmod {}", path));
+}
+
+}  // namespace kb::slurm
