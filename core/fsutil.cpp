@@ -46,23 +46,32 @@ static void fsync_dir(const std::string& dir) {
   }
 }
 
+namespace {
+// Writes all of `data` to fd, retrying short writes and EINTR; 0 or the errno of the failure.
+int write_all(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t w = write(fd, data.data() + off, data.size() - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    off += size_t(w);
+  }
+  return 0;
+}
+}  // namespace
+
 void write_file_atomic(const std::string& path, const std::string& data) {
   fs::path p(path);
   if (p.has_parent_path()) make_dirs(p.parent_path().string());
   std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
   int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw EnvError(fmt::format("{}: cannot write: {}", tmp, strerror(errno)));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      throw EnvError(fmt::format("{}: write failed: {}", tmp, strerror(e)));
-    }
-    off += size_t(w);
+  if (int e = write_all(fd, data)) {
+    close(fd);
+    unlink(tmp.c_str());
+    throw EnvError(fmt::format("{}: write failed: {}", tmp, strerror(e)));
   }
   fsync(fd);
   close(fd);
@@ -79,16 +88,9 @@ void append_line_fsync(const std::string& path, const std::string& line) {
   if (fd < 0) throw EnvError(fmt::format("{}: cannot open for append: {}", path, strerror(errno)));
   std::string data = line;
   if (data.empty() || data.back() != '\n') data += '\n';
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t w = write(fd, data.data() + off, data.size() - off);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      close(fd);
-      throw EnvError(fmt::format("{}: append failed: {}", path, strerror(e)));
-    }
-    off += size_t(w);
+  if (int e = write_all(fd, data)) {
+    close(fd);
+    throw EnvError(fmt::format("{}: append failed: {}", path, strerror(e)));
   }
   fsync(fd);
   close(fd);

@@ -40,51 +40,22 @@ class TempRepo {
 
   // Runs git in the repo; when `when` >= 0 both author and committer dates are set to it.
   std::string git(const std::vector<std::string>& args, int64_t when = -1) {
-    std::vector<std::string> argv = {"git", "-C", root_, "-c", "user.name=Test Author", "-c",
-                                     "user.email=author@example.com", "-c", "commit.gpgsign=false",
-                                     "-c", "core.autocrlf=false"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    kb::RunOptions o;
-    o.timeout_s = 60;
-    o.env_set = {{"HOME", home_}, {"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"},
-                 {"LC_ALL", "C"}, {"GIT_EDITOR", "true"}};
+    std::map<std::string, std::string> env;
     if (when >= 0) {
       std::string d = fmt::format("@{} +0000", when);
-      o.env_set["GIT_AUTHOR_DATE"] = d;
-      o.env_set["GIT_COMMITTER_DATE"] = d;
+      env["GIT_AUTHOR_DATE"] = d;
+      env["GIT_COMMITTER_DATE"] = d;
     }
-    o.env_unset = {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"};
-    kb::RunResult r = kb::run_process(argv, o);
-    if (!r.ok()) {
-      ADD_FAILURE() << kb::argv_to_display(argv) << " failed: " << r.status_text() << "\n" << r.err;
-      throw std::runtime_error("git failed");
-    }
-    std::string out = r.out;
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
+    return run_git({"-c", "user.name=Test Author", "-c", "user.email=author@example.com", "-c", "commit.gpgsign=false",
+                    "-c", "core.autocrlf=false"},
+                   args, env, {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"});
   }
   // Runs git with only the committer date set (cherry-pick keeps the author date).
   std::string git_committer(const std::vector<std::string>& args, int64_t when) {
     return git_env(args, {{"GIT_COMMITTER_DATE", fmt::format("@{} +0000", when)}});
   }
   std::string git_env(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
-    std::vector<std::string> full = {"-c", "user.name=Test Committer", "-c", "user.email=committer@example.com"};
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<std::string> argv = {"git", "-C", root_};
-    argv.insert(argv.end(), full.begin(), full.end());
-    kb::RunOptions o;
-    o.timeout_s = 60;
-    o.env_set = {{"HOME", home_}, {"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"},
-                 {"LC_ALL", "C"}, {"GIT_EDITOR", "true"}};
-    for (const auto& [k, v] : env) o.env_set[k] = v;
-    kb::RunResult r = kb::run_process(argv, o);
-    if (!r.ok()) {
-      ADD_FAILURE() << kb::argv_to_display(argv) << " failed: " << r.status_text() << "\n" << r.err;
-      throw std::runtime_error("git failed");
-    }
-    std::string out = r.out;
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
+    return run_git({"-c", "user.name=Test Committer", "-c", "user.email=committer@example.com"}, args, env, {});
   }
 
   // Writes a file of `n` numbered lines "<stem> line <i>".
@@ -118,6 +89,28 @@ class TempRepo {
   }
 
  private:
+  // git -C ROOT CONFIG... ARGS with a private HOME and no system/global config; fails the test on error.
+  std::string run_git(const std::vector<std::string>& config, const std::vector<std::string>& args,
+                      const std::map<std::string, std::string>& env, const std::vector<std::string>& unset) {
+    std::vector<std::string> argv = {"git", "-C", root_};
+    argv.insert(argv.end(), config.begin(), config.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    kb::RunOptions o;
+    o.timeout_s = 60;
+    o.env_set = {{"HOME", home_}, {"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"},
+                 {"LC_ALL", "C"}, {"GIT_EDITOR", "true"}};
+    for (const auto& [k, v] : env) o.env_set[k] = v;
+    o.env_unset = unset;
+    kb::RunResult r = kb::run_process(argv, o);
+    if (!r.ok()) {
+      ADD_FAILURE() << kb::argv_to_display(argv) << " failed: " << r.status_text() << "\n" << r.err;
+      throw std::runtime_error("git failed");
+    }
+    std::string out = r.out;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
   std::string dir_, home_, root_;
 };
 

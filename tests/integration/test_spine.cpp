@@ -47,6 +47,8 @@ class Spine : public ::testing::Test {
     write_file_atomic(k + "/cpu/" + file, text);
     return k;
   }
+  // Runs the tiny sweep (below) with one CPU kernel source replaced; returns results.json.
+  json tiny_sweep_with(const std::string& file, const std::string& text, RunResult& r);
   std::string dir;
 };
 
@@ -62,6 +64,15 @@ benchmarks:
     config: small
     shapes: [[40, 72, 24]]
 )";
+
+json Spine::tiny_sweep_with(const std::string& file, const std::string& text, RunResult& r) {
+  std::string k = kernels_with(file, text);
+  std::string sweep = write("tiny.yaml", kTinySweep);
+  r = Cli({"sweep", sweep, "-o", dir + "/out", "--format", "json"},
+          {{"KBISECT_KERNEL_DIR", k}, {"KBISECT_CACHE_DIR", dir + "/cache"}})
+          .r;
+  return json::parse(read_file(dir + "/out/results.json"));
+}
 
 }  // namespace
 
@@ -162,12 +173,9 @@ TEST_F(Spine, BadInputGivesOneLineErrorsAndExitCodes) {
 }
 
 TEST_F(Spine, CompileFailureFailsOnlyThatCase) {
-  std::string k = kernels_with("matmul_tiled.cpp", "this is not C++;\n");
-  std::string sweep = write("tiny.yaml", kTinySweep);
-  Cli r({"sweep", sweep, "-o", dir + "/out", "--format", "json"},
-        {{"KBISECT_KERNEL_DIR", k}, {"KBISECT_CACHE_DIR", dir + "/cache"}});
-  EXPECT_EQ(r.r.exit_code, 1) << r.r.err;
-  json j = json::parse(read_file(dir + "/out/results.json"));
+  RunResult r;
+  json j = tiny_sweep_with("matmul_tiled.cpp", "this is not C++;\n", r);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   ASSERT_EQ(j["cases"].size(), 2u);
   EXPECT_EQ(j["cases"][0]["status"], "failed");
   EXPECT_NE(j["cases"][0]["reason"].get<std::string>().find("compile failed"), std::string::npos);
@@ -176,19 +184,16 @@ TEST_F(Spine, CompileFailureFailsOnlyThatCase) {
 }
 
 TEST_F(Spine, CrashingKernelFailsOnlyThatCase) {
-  std::string k = kernels_with("matmul_pipelined.cpp", R"(
+  RunResult r;
+  json j = tiny_sweep_with("matmul_pipelined.cpp", R"(
 #include "kb_cpu_kernel.h"
 extern "C" int kb_gemm(const kb_gemm_args* a) {
   volatile float* p = nullptr;
   *p = a->C[0];
   return 0;
 }
-)");
-  std::string sweep = write("tiny.yaml", kTinySweep);
-  Cli r({"sweep", sweep, "-o", dir + "/out", "--format", "json"},
-        {{"KBISECT_KERNEL_DIR", k}, {"KBISECT_CACHE_DIR", dir + "/cache"}});
-  EXPECT_EQ(r.r.exit_code, 1) << r.r.err;
-  json j = json::parse(read_file(dir + "/out/results.json"));
+)", r);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   ASSERT_EQ(j["cases"].size(), 2u);
   EXPECT_EQ(j["cases"][0]["status"], "ok");
   EXPECT_GT(j["cases"][0]["samples_s"].size(), 0u);  // measured before the crash: kept
@@ -197,18 +202,15 @@ extern "C" int kb_gemm(const kb_gemm_args* a) {
 }
 
 TEST_F(Spine, IncorrectKernelIsNeverTimed) {
-  std::string k = kernels_with("matmul_pipelined.cpp", R"(
+  RunResult r;
+  json j = tiny_sweep_with("matmul_pipelined.cpp", R"(
 #include "kb_cpu_kernel.h"
 extern "C" int kb_gemm(const kb_gemm_args* a) {
   for (long i = 0; i < a->M * a->N; ++i) a->C[i] = 1.0f;
   return 0;
 }
-)");
-  std::string sweep = write("tiny.yaml", kTinySweep);
-  Cli r({"sweep", sweep, "-o", dir + "/out", "--format", "json"},
-        {{"KBISECT_KERNEL_DIR", k}, {"KBISECT_CACHE_DIR", dir + "/cache"}});
-  EXPECT_EQ(r.r.exit_code, 1) << r.r.err;
-  json j = json::parse(read_file(dir + "/out/results.json"));
+)", r);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(j["cases"][1]["status"], "incorrect");
   EXPECT_EQ(j["cases"][1]["samples_s"].size(), 0u);
   EXPECT_NE(j["cases"][1]["reason"].get<std::string>().find("tolerance"), std::string::npos);
