@@ -1,0 +1,90 @@
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "report/svg.h"
+#include "report/table.h"
+
+using namespace kb::report;
+
+TEST(Svg, TicksAreRoundSteps) {
+  EXPECT_EQ(svg::nice_ticks(0, 339.26, 6), (std::vector<double>{0, 100, 200, 300, 400}));
+  EXPECT_EQ(svg::nice_ticks(0, 10, 6), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(svg::nice_ticks(-3, 12, 5), (std::vector<double>{-5, 0, 5, 10, 15}));
+  EXPECT_EQ(svg::tick_label(5, 5, true, "%"), "+5%");
+  EXPECT_EQ(svg::tick_label(0, 5, true, "%"), "+0%");
+  EXPECT_EQ(svg::tick_label(-10, 5, true, "%"), "-10%");
+  EXPECT_EQ(svg::tick_label(0.25, 0.05), "0.25");
+}
+
+TEST(Svg, PlotHasRoundTickLabelsAxisLabelsTooltipsAndEscapes) {
+  svg::Plot p;
+  p.aria_label = "a<b";
+  p.y.label = "change & more";
+  p.y.sign = true;
+  p.y.suffix = "%";
+  p.x.label = "commit";
+  svg::Series s{"A/B \"x\""};
+  s.points = {{0, 0.0}, {1, 3.1}, {2, 7.4}, {3, 11.2}};
+  s.titles = {"p0", "p1", "<p2>", "p3"};
+  p.series = {s};
+  p.markers = {{true, 2, "#c00", "first bad"}};
+  std::string o = svg::render(p);
+  EXPECT_NE(o.find("<svg"), std::string::npos);
+  EXPECT_NE(o.find("<polyline"), std::string::npos);
+  EXPECT_NE(o.find(">+0%</text>"), std::string::npos) << o;
+  EXPECT_NE(o.find(">+5%</text>"), std::string::npos) << o;
+  EXPECT_NE(o.find(">+10%</text>"), std::string::npos) << o;
+  EXPECT_EQ(o.find("+11.2"), std::string::npos);
+  std::smatch m;
+  std::string rest = o;
+  static const std::regex tick(R"(>([+-]?[0-9.]+)%</text>)");
+  while (std::regex_search(rest, m, tick)) {
+    double v = std::stod(m[1].str());
+    EXPECT_DOUBLE_EQ(v, double(long(v / 5)) * 5) << m[1];
+    rest = m.suffix();
+  }
+  EXPECT_NE(o.find("change &amp; more"), std::string::npos);
+  EXPECT_NE(o.find("aria-label=\"a&lt;b\""), std::string::npos);
+  EXPECT_NE(o.find("<title>&lt;p2&gt;</title>"), std::string::npos);
+  EXPECT_NE(o.find("<title>first bad</title>"), std::string::npos);
+  EXPECT_NE(o.find("A/B &quot;x&quot;"), std::string::npos);
+  EXPECT_EQ(o.find("<script"), std::string::npos);
+}
+
+TEST(Svg, YAxisLabelLeftOfTickLabels) {
+  svg::Plot p;
+  p.y.label = "ms";
+  svg::Series s;
+  s.points = {{0, 12345.0}, {1, 99999.0}};
+  p.series = {s};
+  std::string o = svg::render(p);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(o, m, std::regex(R"re(<text x="([0-9.]+)"[^>]*text-anchor="middle" transform="rotate)re")));
+  double label_x = std::stod(m[1].str());
+  ASSERT_TRUE(std::regex_search(o, m, std::regex(R"re(<text x="([0-9.]+)"[^>]*text-anchor="end">100000<)re")));
+  double tick_right = std::stod(m[1].str());
+  EXPECT_LT(label_x + 3, tick_right - 6 * 6.6);  // the rotated label (baseline at x) ends left of the widest tick
+}
+
+TEST(Table, AlignmentHeaderSeparator) {
+  TextTable t({{"name"}, {"n", true}, {"note"}}, "  ");
+  t.add_row({"a", "1", "x"});
+  t.add_row({"bbb", "100", "yy"});
+  EXPECT_EQ(t.render('-'), "  name   n note\n  ---- --- ----\n  a      1 x\n  bbb  100 yy\n");
+  TextTable fixed({{"k", false, 5}, {"v", true, 4, 0, 2}});
+  fixed.add_row({"ab", "7"});
+  EXPECT_EQ(fixed.render(), "k         v\nab        7\n");
+}
+
+TEST(Table, Utf8WidthAndTruncation) {
+  EXPECT_EQ(text_width("héllo"), 5u);
+  EXPECT_EQ(text_width("日本語"), 3u);
+  EXPECT_EQ(truncate_text("short", 10), "short");
+  EXPECT_EQ(truncate_text("ééééééé", 6), "ééé...");
+  EXPECT_EQ(truncate_text("abcdefgh", 6), "abc...");
+  TextTable t({{"s", false, 0, 6}, {"x"}});
+  t.add_row({"ünïcödé text", "1"});
+  t.add_row({"äb", "2"});
+  EXPECT_EQ(t.render(), "s      x\nünï... 1\näb     2\n");
+}

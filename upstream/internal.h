@@ -1,0 +1,95 @@
+// Declarations shared by the upstream/ files; not part of the public API (upstream/upstream.h).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "upstream/upstream.h"
+
+namespace kb::upstream::detail {
+
+constexpr int64_t kDay = 86400;
+
+std::string join(const std::vector<std::string>& v, const std::string& sep);
+std::string quote_subject(const std::string& s);  // "\"s\""
+CommitRef to_ref(const git::CommitInfo& c);
+
+// How an upstream commit reached the fork.
+enum How { kNotIntegrated = 0, kByPatchId = 1, kByTrailer = 2, kByAuthor = 3 };
+const char* how_name(int how);
+
+// Integration state of one (fork, upstream) pair.
+struct State {
+  std::string fork_sha, upstream_sha, base_sha;
+  std::vector<std::string> up;  // U ^F, topological, oldest first (merges included)
+  std::vector<std::vector<size_t>> parents;  // in-range parents
+  std::vector<bool> merge;
+  std::vector<int> how;
+  std::vector<std::string> carrier;  // fork commit carrying an integrated upstream commit
+  std::vector<std::string> fork;     // F ^U non-merges, oldest first
+  std::vector<bool> fork_is_pick;
+};
+std::vector<bool> integrated_flags(const State& s);
+
+// Reads commits and patch ids once (cached) and computes integration states and metrics
+// (upstream/integration.cpp).
+class Analyzer {
+ public:
+  explicit Analyzer(const git::Repo& repo) : repo_(repo) {}
+  const git::Repo& repo() const { return repo_; }
+  void load_infos(const std::vector<std::string>& shas);
+  const git::CommitInfo& info(const std::string& sha);
+  void load_patch_ids(const std::vector<std::string>& shas);
+  const std::optional<std::string>& pid(const std::string& sha) { return pids_.at(sha); }
+  State state(const std::string& fork_sha, const std::string& upstream_sha, const std::string& fork_name,
+              const std::string& upstream_name, bool match_by_author);
+  Metrics metrics(const State& s, const std::vector<bool>& integ);
+
+ private:
+  void load_ranges(State& s, const std::string& fork_name, const std::string& upstream_name);
+  void match_integrated(State& s, bool match_by_author);
+  const git::Repo& repo_;
+  std::unordered_map<std::string, git::CommitInfo> infos_;
+  std::unordered_map<std::string, std::optional<std::string>> pids_;
+};
+
+// One analysis in progress: the state of the head pair and where each pending commit sits.
+struct Work {
+  Analyzer& an;
+  const git::Repo& repo;
+  const Config& cfg;
+  std::string fork_sha, up_sha;
+  State s;
+  std::vector<bool> integ;
+  std::vector<long> pending_of;  // range index -> pending index, -1: merge or integrated
+  std::vector<size_t> range_of;  // pending index -> range index
+};
+
+// Collects dependency reasons per (pending commit, older pending commit).
+class DepBuilder {
+ public:
+  explicit DepBuilder(size_t n) : deps_(n) {}
+  void add(size_t from, size_t on, const std::string& reason);
+  std::vector<Dependency> take(size_t from);
+
+ private:
+  std::vector<std::map<size_t, std::vector<std::string>>> deps_;
+};
+
+// upstream/dependencies.cpp: diff-based dependencies (fills files and lines_changed of each pending
+// commit and r.dependency_level), message references (reverts, relands, fixups, shas).
+void add_diff_dependencies(const Work& w, Report& r, DepBuilder& deps);
+void add_message_dependencies(Work& w, Report& r, DepBuilder& deps);
+
+// upstream/plan.cpp.
+void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r);
+void build_plan(const Config& cfg, Report& r);
+Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std::string& upstream_ref);
+
+// One list of reasons per pending commit, for tables (upstream/definitions.cpp).
+std::vector<std::string> commit_reasons(const Report& r, size_t k);
+
+}  // namespace kb::upstream::detail

@@ -1,0 +1,105 @@
+// The HTML form of an upstream report: headline numbers, the weekly history plot and table, the
+// ingestion plan and the emergency pick.
+#include <fmt/format.h>
+
+#include "core/text.h"
+#include "report/html.h"
+#include "report/svg.h"
+#include "upstream/internal.h"
+
+namespace kb::upstream {
+
+using namespace detail;
+using git::short_sha;
+
+namespace {
+
+// The history chart: days behind (left axis, solid) and backlog commits (right axis, dashed), one point
+// per week.
+std::string history_svg(const std::vector<HistoryRow>& rows) {
+  report::svg::Plot p;
+  p.aria_label = "days behind and backlog per week";
+  p.y.label = "days behind";
+  p.y2.label = "backlog commits";
+  report::svg::Series days{"days behind", "#1f5fa8"}, backlog{"backlog commits", "#b04a00"};
+  backlog.dashed = backlog.right_axis = true;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& h = rows[i];
+    std::string when = format_time(h.as_of);
+    days.points.push_back({double(i), h.metrics.days_behind});
+    days.titles.push_back(fmt::format("{}: {:.2f} days behind", when, h.metrics.days_behind));
+    backlog.points.push_back({double(i), double(h.metrics.backlog_commits)});
+    backlog.titles.push_back(fmt::format("{}: backlog {}", when, h.metrics.backlog_commits));
+    p.x_labels.push_back({double(i), when.substr(0, 10)});
+  }
+  p.series = {days, backlog};
+  return report::svg::render(p);
+}
+
+}  // namespace
+
+std::string render_html(const Report& r) {
+  const Metrics& m = r.metrics;
+  std::string o;
+  o += report::page_begin("kbisect upstream: " + r.fork_ref + " vs " + r.upstream_ref,
+                          ".risky{background:#fff1e6}.bundle{background:#eef7ee}.big{font-size:1.6em;font-weight:bold}");
+  o += fmt::format("<h1>Upstream sync: <code>{}</code> vs <code>{}</code></h1>\n", html_escape(r.fork_ref),
+                   html_escape(r.upstream_ref));
+  o += fmt::format("<p><small>repository {} · fork head <code>{}</code> · upstream head <code>{}</code> · merge base "
+                   "<code>{}</code> ({})</small></p>\n",
+                   html_escape(r.repo), short_sha(r.fork_head.sha), short_sha(m.upstream_head.sha),
+                   short_sha(r.merge_base.sha), format_time(r.merge_base.commit_time));
+  o += "<table><tr><th>days behind</th><th>backlog commits</th><th>pending commits</th><th>integrated by cherry-pick</th></tr>\n";
+  o += fmt::format("<tr><td class=\"num big\">{:.2f}</td><td class=\"num big\">{}</td><td class=\"num big\">{}</td>"
+                   "<td class=\"num big\">{}</td></tr></table>\n",
+                   m.days_behind, m.backlog_commits, m.pending_commits, m.integrated_commits);
+  o += fmt::format("<p>Integration point <code>{}</code> {} ({}){}; upstream head {}.</p>\n", short_sha(m.integration_point.sha),
+                   html_escape(m.integration_point.subject), format_time(m.integration_point.commit_time),
+                   m.integration_point_is_merge_base ? ", the merge base" : "", format_time(m.upstream_head.commit_time));
+  for (const auto& n : r.notes) o += "<p><em>note: " + html_escape(n) + "</em></p>\n";
+  if (!r.history.empty()) {
+    o += "<h2>History</h2>\n" + history_svg(r.history);
+    o += "<table><tr><th>as of</th><th>fork</th><th>upstream</th><th>days behind</th><th>backlog</th><th>pending</th></tr>\n";
+    for (const auto& h : r.history)
+      o += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td><td class=\"num\">{:.2f}</td>"
+                       "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
+                       format_time(h.as_of), short_sha(h.fork_sha), short_sha(h.upstream_sha), h.metrics.days_behind,
+                       h.metrics.backlog_commits, h.metrics.pending_commits);
+    o += "</table>\n";
+  }
+  o += "<h2>Ingestion plan</h2>\n<p>Bundles first, then each chain alone, in this order.</p>\n";
+  o += "<table><tr><th>step</th><th>kind</th><th>commit</th><th>date</th><th>subject</th><th>reasons</th></tr>\n";
+  for (size_t i = 0; i < r.plan.size(); ++i) {
+    const auto& st = r.plan[i];
+    bool first = true;
+    for (size_t k : st.commits) {
+      const auto& p = r.pending[k];
+      o += fmt::format("<tr class=\"{}\">", st.kind == "bundle" ? "bundle" : (st.risky ? "risky" : ""));
+      if (first)
+        o += fmt::format("<td rowspan=\"{}\">{}</td><td rowspan=\"{}\">{}{}</td>", st.commits.size(), i + 1,
+                         st.commits.size(), st.kind, st.risky ? " (risky)" : "");
+      o += fmt::format("<td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>\n", short_sha(p.commit.sha),
+                       format_time(p.commit.commit_time).substr(0, 10), html_escape(p.commit.subject),
+                       html_escape(join(commit_reasons(r, k), "; ")));
+      first = false;
+    }
+  }
+  o += "</table>\n";
+  if (r.emergency) {
+    const auto& e = *r.emergency;
+    o += fmt::format("<h2>Emergency pick <code>{}</code></h2>\n<ol>\n", short_sha(e.target.sha));
+    for (size_t k : e.closure)
+      o += fmt::format("<li><code>{}</code> {}</li>\n", short_sha(r.pending[k].commit.sha),
+                       html_escape(r.pending[k].commit.subject));
+    o += "</ol><ul>\n";
+    for (const auto& x : e.effect) o += "<li>" + html_escape(x) + "</li>\n";
+    o += "</ul>\n";
+  }
+  o += "<h2>Definitions</h2><ul>\n";
+  for (const char* d : {kDefinitionDaysBehind, kDefinitionBacklog, kDefinitionPending, kDefinitionIntegrated})
+    o += "<li>" + html_escape(d) + ".</li>\n";
+  o += "</ul>" + report::page_end();
+  return o;
+}
+
+}  // namespace kb::upstream
