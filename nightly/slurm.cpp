@@ -153,4 +153,10 @@ void write_script(const std::string& path, const std::map<std::string, std::stri
   if (chmod(path.c_str(), 0755) != 0) throw EnvError(fmt::format("cannot chmod {}", path));
 }
 
+void write_exec_script(const std::string& path, const std::vector<std::string>& argv) {
+  std::string cmd;
+  for (const auto& w : argv) cmd += (cmd.empty() ? "" : " ") + sh_quote(w);
+  write_script(path, {}, "exec " + cmd + "\n");
+}
+
 }  // namespace kb::slurm

@@ -50,6 +50,9 @@ std::string sh_quote(const std::string& s);
 // (already quoted by the caller with sh_quote). Written atomically, mode 0755.
 void write_script(const std::string& path, const std::map<std::string, std::string>& env, const std::string& body);
 
+// A batch script (as write_script, no environment) whose body is `exec ARGV`, every word sh_quote'd.
+void write_exec_script(const std::string& path, const std::vector<std::string>& argv);
+
 // True when sbatch and squeue are in PATH.
 bool available(std::string* reason = nullptr);
 
