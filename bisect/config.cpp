@@ -184,40 +184,24 @@ bool is_integer(Metric m) {
          m == Metric::code_bytes;
 }
 
-BisectConfig parse_bisect_config(const std::string& text, const std::string& origin) {
-  Ctx cx{origin};
-  const YAML::Node root = yaml_load(text, origin);
-  if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
-  check_keys(cx, root, "bisect config",
-             {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",
-              "shape_sets", "metric", "threshold", "budgets", "measure", "descend", "priors", "parallel",
-              "several_culprits", "report_improvements"});
-  BisectConfig c;
-  c.file = origin;
-  c.text_hash = sha256_hex(text);
-  const std::string base = fs::absolute(origin).parent_path().string();
-  auto require = [&](const char* k) {
-    if (!root[k]) throw InputError(fmt::format("{}: missing field '{}'", origin, k));
-    return root[k];
-  };
-  c.name = root["name"] ? str(cx, root["name"], "name") : fs::path(origin).stem().string();
-  {
-    const auto r = require("repo");
-    std::string repo = str(cx, r, "repo");
-    if (repo.empty()) cx.fail(r, "'repo' is empty");
-    fs::path p(repo);
-    if (p.is_relative()) p = fs::path(base) / p;
-    std::error_code ec;
-    if (!fs::is_directory(p, ec)) cx.fail(r, fmt::format("'repo': directory '{}' does not exist", p.string()));
-    c.repo = fs::weakly_canonical(p).string();
-  }
-  c.good = str(cx, require("good"), "good");
-  c.bad = str(cx, require("bad"), "bad");
-  if (c.good.empty()) cx.fail(root["good"], "'good' is empty");
-  if (c.bad.empty()) cx.fail(root["bad"], "'bad' is empty");
-  if (root["first_parent"]) c.first_parent = boolean(cx, root["first_parent"], "first_parent");
-  c.provider = parse_provider(cx, require("provider"));
+namespace {
 
+// 'repo': an existing directory, relative to the config's folder.
+std::string read_repo(const Ctx& cx, const YAML::Node& root, const std::string& base) {
+  const YAML::Node r = root["repo"];
+  if (!r) throw InputError(fmt::format("{}: missing field '{}'", cx.origin, "repo"));
+  std::string repo = str(cx, r, "repo");
+  if (repo.empty()) cx.fail(r, "'repo' is empty");
+  fs::path p(repo);
+  if (p.is_relative()) p = fs::path(base) / p;
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) cx.fail(r, fmt::format("'repo': directory '{}' does not exist", p.string()));
+  return fs::weakly_canonical(p).string();
+}
+
+// The cases: a sweep file ('cases') or inline 'benchmarks' in the config itself.
+void read_cases(const Ctx& cx, const YAML::Node& root, const std::string& text, const std::string& base, BisectConfig& c) {
+  const std::string& origin = cx.origin;
   if (root["cases"] && root["benchmarks"])
     cx.fail(root["benchmarks"], "give either 'cases' (a sweep file) or inline 'benchmarks', not both");
   if (const auto cs = root["cases"]) {
@@ -237,10 +221,10 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   } else {
     throw InputError(fmt::format("{}: missing field 'cases' (a sweep file) or inline 'benchmarks'", origin));
   }
+}
 
-  c.metric = root["metric"] ? parse_metric(cx, root["metric"]) : Metric::time;
-  if (c.metric == Metric::external)
-    c.external = std::make_shared<const ExternalMetric>(parse_external_metric(cx, root["metric"]["external"], base));
+// 'threshold': a fraction (or percentage), or an absolute amount for integer and error metrics.
+void read_threshold(const Ctx& cx, const YAML::Node& root, BisectConfig& c) {
   if (const auto t = root["threshold"]) {
     const std::string s = str(cx, t, "threshold");
     if (!s.empty() && s.back() != '%' && (is_integer(c.metric) || c.metric == Metric::max_error)) {
@@ -259,58 +243,98 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     c.threshold = 1;  // any change of an integer metric
     c.threshold_absolute = true;
   }
+}
 
-  if (const auto b = root["budgets"]) {
-    if (!b.IsMap()) cx.fail(b, "'budgets' must be a mapping");
-    check_keys(cx, b, "budgets", {"max_builds", "max_samples_per_step", "max_wall_s"});
-    if (b["max_builds"]) c.budgets.max_builds = positive_int(cx, b["max_builds"], "budgets.max_builds");
-    if (b["max_samples_per_step"])
-      c.budgets.max_samples_per_step = positive_int(cx, b["max_samples_per_step"], "budgets.max_samples_per_step");
-    if (b["max_wall_s"]) {
-      c.budgets.max_wall_s = num(cx, b["max_wall_s"], "budgets.max_wall_s");
-      if (!(c.budgets.max_wall_s > 0)) cx.fail(b["max_wall_s"], "'budgets.max_wall_s' must be positive");
-    }
+void read_budgets(const Ctx& cx, const YAML::Node& b, Budgets& out) {
+  if (!b.IsMap()) cx.fail(b, "'budgets' must be a mapping");
+  check_keys(cx, b, "budgets", {"max_builds", "max_samples_per_step", "max_wall_s"});
+  if (b["max_builds"]) out.max_builds = positive_int(cx, b["max_builds"], "budgets.max_builds");
+  if (b["max_samples_per_step"])
+    out.max_samples_per_step = positive_int(cx, b["max_samples_per_step"], "budgets.max_samples_per_step");
+  if (b["max_wall_s"]) {
+    out.max_wall_s = num(cx, b["max_wall_s"], "budgets.max_wall_s");
+    if (!(out.max_wall_s > 0)) cx.fail(b["max_wall_s"], "'budgets.max_wall_s' must be positive");
   }
-  if (const auto m = root["measure"]) {
-    if (!m.IsMap()) cx.fail(m, "'measure' must be a mapping");
-    check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "block_rounds", "alpha", "max_step_s",
-                                      "seed"});
-    auto& s = c.measure;
-    if (m["mode"]) {
-      s.mode = str(cx, m["mode"], "measure.mode");
-      if (*s.mode != "hot" && *s.mode != "cold") cx.fail(m["mode"], fmt::format("'measure.mode' = '{}' must be hot or cold", *s.mode));
-    }
-    if (m["warmup_s"]) s.warmup_s = num(cx, m["warmup_s"], "measure.warmup_s");
-    if (m["min_sample_s"]) s.min_sample_s = num(cx, m["min_sample_s"], "measure.min_sample_s");
-    if (m["min_samples"]) s.min_samples = positive_int(cx, m["min_samples"], "measure.min_samples");
-    if (s.min_samples < 4) cx.fail(m["min_samples"], "'measure.min_samples' must be >= 4");
-    if (m["block_rounds"]) {
-      const double b = num(cx, m["block_rounds"], "measure.block_rounds");
-      if (!(b == 0 || (b >= 2 && b <= 4096 && b == std::floor(b))))
-        cx.fail(m["block_rounds"], fmt::format("'measure.block_rounds' = '{}' must be 0 (one load) or an integer in 2..4096",
-                                               m["block_rounds"].Scalar()));
-      s.block_rounds = int(b);
-    }
-    if (m["alpha"]) {
-      s.alpha = num(cx, m["alpha"], "measure.alpha");
-      if (!(s.alpha > 0 && s.alpha < 0.5)) cx.fail(m["alpha"], "'measure.alpha' must be in (0, 0.5)");
-    }
-    if (m["max_step_s"]) {
-      s.max_step_s = num(cx, m["max_step_s"], "measure.max_step_s");
-      if (!(s.max_step_s > 0)) cx.fail(m["max_step_s"], "'measure.max_step_s' must be positive");
-    }
-    if (m["seed"]) s.seed = uint64_t(num(cx, m["seed"], "measure.seed"));
+}
+
+void read_measure(const Ctx& cx, const YAML::Node& m, MeasureSettings& s) {
+  if (!m.IsMap()) cx.fail(m, "'measure' must be a mapping");
+  check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "block_rounds", "alpha", "max_step_s",
+                                    "seed"});
+  if (m["mode"]) {
+    s.mode = str(cx, m["mode"], "measure.mode");
+    if (*s.mode != "hot" && *s.mode != "cold") cx.fail(m["mode"], fmt::format("'measure.mode' = '{}' must be hot or cold", *s.mode));
   }
-  if (const auto pr = root["priors"]) {
-    if (!pr.IsMap()) cx.fail(pr, "'priors' must be a mapping {path glob: weight}");
-    for (auto it = pr.begin(); it != pr.end(); ++it) {
-      const std::string glob = str(cx, it->first, "priors");
-      if (glob.empty()) cx.fail(it->first, "'priors': empty path glob");
-      const double w = num(cx, it->second, "priors." + glob);
-      if (!(w > 0) || !std::isfinite(w)) cx.fail(it->second, fmt::format("'priors.{}' = '{}' must be a positive weight", glob, it->second.Scalar()));
-      c.priors.emplace_back(glob, w);
-    }
+  if (m["warmup_s"]) s.warmup_s = num(cx, m["warmup_s"], "measure.warmup_s");
+  if (m["min_sample_s"]) s.min_sample_s = num(cx, m["min_sample_s"], "measure.min_sample_s");
+  if (m["min_samples"]) s.min_samples = positive_int(cx, m["min_samples"], "measure.min_samples");
+  if (s.min_samples < 4) cx.fail(m["min_samples"], "'measure.min_samples' must be >= 4");
+  if (m["block_rounds"]) {
+    const double b = num(cx, m["block_rounds"], "measure.block_rounds");
+    if (!(b == 0 || (b >= 2 && b <= 4096 && b == std::floor(b))))
+      cx.fail(m["block_rounds"], fmt::format("'measure.block_rounds' = '{}' must be 0 (one load) or an integer in 2..4096",
+                                             m["block_rounds"].Scalar()));
+    s.block_rounds = int(b);
   }
+  if (m["alpha"]) {
+    s.alpha = num(cx, m["alpha"], "measure.alpha");
+    if (!(s.alpha > 0 && s.alpha < 0.5)) cx.fail(m["alpha"], "'measure.alpha' must be in (0, 0.5)");
+  }
+  if (m["max_step_s"]) {
+    s.max_step_s = num(cx, m["max_step_s"], "measure.max_step_s");
+    if (!(s.max_step_s > 0)) cx.fail(m["max_step_s"], "'measure.max_step_s' must be positive");
+  }
+  if (m["seed"]) s.seed = uint64_t(num(cx, m["seed"], "measure.seed"));
+}
+
+void read_priors(const Ctx& cx, const YAML::Node& pr, std::vector<std::pair<std::string, double>>& out) {
+  if (!pr.IsMap()) cx.fail(pr, "'priors' must be a mapping {path glob: weight}");
+  for (auto it = pr.begin(); it != pr.end(); ++it) {
+    const std::string glob = str(cx, it->first, "priors");
+    if (glob.empty()) cx.fail(it->first, "'priors': empty path glob");
+    const double w = num(cx, it->second, "priors." + glob);
+    if (!(w > 0) || !std::isfinite(w)) cx.fail(it->second, fmt::format("'priors.{}' = '{}' must be a positive weight", glob, it->second.Scalar()));
+    out.emplace_back(glob, w);
+  }
+}
+
+}  // namespace
+
+BisectConfig parse_bisect_config(const std::string& text, const std::string& origin) {
+  Ctx cx{origin};
+  const YAML::Node root = yaml_load(text, origin);
+  if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
+  check_keys(cx, root, "bisect config",
+             {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",
+              "shape_sets", "metric", "threshold", "budgets", "measure", "descend", "priors", "parallel",
+              "several_culprits", "report_improvements"});
+  BisectConfig c;
+  c.file = origin;
+  c.text_hash = sha256_hex(text);
+  const std::string base = fs::absolute(origin).parent_path().string();
+  auto require = [&](const char* k) {
+    if (!root[k]) throw InputError(fmt::format("{}: missing field '{}'", origin, k));
+    return root[k];
+  };
+  c.name = root["name"] ? str(cx, root["name"], "name") : fs::path(origin).stem().string();
+  c.repo = read_repo(cx, root, base);
+  c.good = str(cx, require("good"), "good");
+  c.bad = str(cx, require("bad"), "bad");
+  if (c.good.empty()) cx.fail(root["good"], "'good' is empty");
+  if (c.bad.empty()) cx.fail(root["bad"], "'bad' is empty");
+  if (root["first_parent"]) c.first_parent = boolean(cx, root["first_parent"], "first_parent");
+  c.provider = parse_provider(cx, require("provider"));
+
+  read_cases(cx, root, text, base, c);
+
+  c.metric = root["metric"] ? parse_metric(cx, root["metric"]) : Metric::time;
+  if (c.metric == Metric::external)
+    c.external = std::make_shared<const ExternalMetric>(parse_external_metric(cx, root["metric"]["external"], base));
+  read_threshold(cx, root, c);
+
+  if (const auto b = root["budgets"]) read_budgets(cx, b, c.budgets);
+  if (const auto m = root["measure"]) read_measure(cx, m, c.measure);
+  if (const auto pr = root["priors"]) read_priors(cx, pr, c.priors);
   if (root["parallel"]) {
     c.parallel = positive_int(cx, root["parallel"], "parallel");
     if (c.parallel > 64) cx.fail(root["parallel"], fmt::format("'parallel' = '{}' must be at most 64", c.parallel));

@@ -122,6 +122,66 @@ BisectConfig inner_config(const BisectConfig& outer, const std::string& old_sha,
   return c;
 }
 
+namespace {
+
+// The pins before and after the culprit (the pin file at its parent and at it), resolved in the inner repo.
+void read_pins(const BisectConfig& outer, const git::Repo& repo, const git::Repo& inner_repo,
+               const std::string& parent_sha, const std::string& culprit_sha, DescendResult& d) {
+  const DescendSpec& spec = *outer.descend;
+  auto read_pin = [&](const std::string& sha, const std::string& role) {
+    std::string text;
+    try {
+      text = repo.show_file(sha, spec.pin_file);
+    } catch (const InputError&) {
+      throw InputError(fmt::format("{}: descend.pin_file '{}' does not exist at {} {} ({})", outer.file, spec.pin_file,
+                                   role, short_sha(sha), outer.repo));
+    }
+    return pin_token(text, fmt::format("{}: descend.pin_file '{}' at {} {}", outer.file, spec.pin_file, role, short_sha(sha)));
+  };
+  d.old_pin = read_pin(parent_sha, "commit");
+  d.new_pin = read_pin(culprit_sha, "commit");
+  auto resolve_pin = [&](const std::string& pin, const std::string& sha) {
+    auto r = inner_repo.try_resolve(pin);
+    if (!r)
+      throw InputError(fmt::format("{}: descend.pin_file '{}' at commit {} holds '{}', which is not a commit in {}",
+                                   outer.file, spec.pin_file, short_sha(sha), pin, spec.repo));
+    return *r;
+  };
+  d.old_sha = resolve_pin(d.old_pin, parent_sha);
+  d.new_sha = resolve_pin(d.new_pin, culprit_sha);
+  d.json["old_pin"] = d.old_pin;
+  d.json["new_pin"] = d.new_pin;
+  d.json["old_sha"] = d.old_sha;
+  d.json["new_sha"] = d.new_sha;
+}
+
+// The inner bisection's verdict, reports and culprit (or candidates) in d.json.
+void add_inner_json(DescendResult& d) {
+  const BisectRun& in = *d.inner;
+  d.json["status"] = "descended";
+  d.json["verdict"] = in.outcome.verdict;
+  d.json["summary"] = in.outcome.summary;
+  d.json["inner_commits"] = int(in.commits.size()) - 1;
+  d.json["workdir"] = in.workdir;
+  d.json["reports"] = {{"result_json", in.result_json}, {"report_md", in.report_md}, {"report_html", in.report_html}};
+  if (file_exists(in.result_json)) {
+    json ij = json::parse(read_file(in.result_json));
+    if (ij.contains("culprit")) d.json["culprit"] = ij["culprit"];
+  }
+  if (in.outcome.verdict == "culprit" && in.outcome.culprit >= 0) {
+    const auto& c = in.commits[size_t(in.outcome.culprit)];
+    if (!d.json.contains("culprit")) d.json["culprit"] = {{"sha", c.sha}, {"subject", c.subject}};
+  }
+  if (!in.outcome.candidates.empty()) {
+    json cands = json::array();
+    for (int i : in.outcome.candidates)
+      cands.push_back({{"sha", in.commits[size_t(i)].sha}, {"subject", in.commits[size_t(i)].subject}});
+    d.json["candidates"] = cands;
+  }
+}
+
+}  // namespace
+
 DescendResult descend(const BisectConfig& outer, const BisectRun& outer_run, bool resume, const Log& log) {
   DescendResult d;
   if (!outer.descend) {
@@ -157,32 +217,8 @@ DescendResult descend(const BisectConfig& outer, const BisectRun& outer_run, boo
     return finish("pin-unchanged", fmt::format("no descent: the culprit {} does not change {}", short_sha(culprit.sha),
                                                spec.pin_file));
 
-  auto read_pin = [&](const std::string& sha, const std::string& role) {
-    std::string text;
-    try {
-      text = repo.show_file(sha, spec.pin_file);
-    } catch (const InputError&) {
-      throw InputError(fmt::format("{}: descend.pin_file '{}' does not exist at {} {} ({})", outer.file, spec.pin_file,
-                                   role, short_sha(sha), outer.repo));
-    }
-    return pin_token(text, fmt::format("{}: descend.pin_file '{}' at {} {}", outer.file, spec.pin_file, role, short_sha(sha)));
-  };
-  d.old_pin = read_pin(parent.sha, "commit");
-  d.new_pin = read_pin(culprit.sha, "commit");
   git::Repo inner_repo(spec.repo);
-  auto resolve_pin = [&](const std::string& pin, const std::string& sha) {
-    auto r = inner_repo.try_resolve(pin);
-    if (!r)
-      throw InputError(fmt::format("{}: descend.pin_file '{}' at commit {} holds '{}', which is not a commit in {}",
-                                   outer.file, spec.pin_file, short_sha(sha), pin, spec.repo));
-    return *r;
-  };
-  d.old_sha = resolve_pin(d.old_pin, parent.sha);
-  d.new_sha = resolve_pin(d.new_pin, culprit.sha);
-  d.json["old_pin"] = d.old_pin;
-  d.json["new_pin"] = d.new_pin;
-  d.json["old_sha"] = d.old_sha;
-  d.json["new_sha"] = d.new_sha;
+  read_pins(outer, repo, inner_repo, parent.sha, culprit.sha, d);
   if (d.old_sha == d.new_sha)
     return finish("pin-unchanged", fmt::format("no descent: the culprit {} rewrites {} but pins the same commit {}",
                                                short_sha(culprit.sha), spec.pin_file, short_sha(d.new_sha)));
@@ -198,27 +234,7 @@ DescendResult descend(const BisectConfig& outer, const BisectRun& outer_run, boo
   if (log) inner_log = [&log](const std::string& s) { log("  [descend] " + s); };
   const BisectConfig inner = inner_config(outer, d.old_sha, d.new_sha);
   d.inner = bisect(inner, outer_run.workdir + "/descend", resume, inner_log);
-  const BisectRun& in = *d.inner;
-  d.json["status"] = "descended";
-  d.json["verdict"] = in.outcome.verdict;
-  d.json["summary"] = in.outcome.summary;
-  d.json["inner_commits"] = int(in.commits.size()) - 1;
-  d.json["workdir"] = in.workdir;
-  d.json["reports"] = {{"result_json", in.result_json}, {"report_md", in.report_md}, {"report_html", in.report_html}};
-  if (file_exists(in.result_json)) {
-    json ij = json::parse(read_file(in.result_json));
-    if (ij.contains("culprit")) d.json["culprit"] = ij["culprit"];
-  }
-  if (in.outcome.verdict == "culprit" && in.outcome.culprit >= 0) {
-    const auto& c = in.commits[size_t(in.outcome.culprit)];
-    if (!d.json.contains("culprit")) d.json["culprit"] = {{"sha", c.sha}, {"subject", c.subject}};
-  }
-  if (!in.outcome.candidates.empty()) {
-    json cands = json::array();
-    for (int i : in.outcome.candidates)
-      cands.push_back({{"sha", in.commits[size_t(i)].sha}, {"subject", in.commits[size_t(i)].subject}});
-    d.json["candidates"] = cands;
-  }
+  add_inner_json(d);
   d.status = "descended";
   d.line = inner_line(d);
   update_outer_reports(outer_run, d);

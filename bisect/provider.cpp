@@ -14,6 +14,7 @@ namespace kb::bisect {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using git::short_sha;
 
 std::string toolchain_to_yaml(const Toolchain& tc) {
   YAML::Emitter e;
@@ -42,6 +43,22 @@ Provider::Provider(const BisectConfig& cfg, const git::Repo& repo, std::string w
 
 namespace {
 std::string dir_for(const std::string& workdir, const std::string& sha) { return workdir + "/toolchains/" + sha; }
+
+// A commit-level failure, kept in the commit's cache directory so that a later get() does not retry it;
+// `full`: with the build time and log tail.
+ToolchainAtCommit failed(const std::string& d, ToolchainAtCommit r, const std::string& reason, bool full) {
+  make_dirs(d);
+  r.ok = false;
+  r.reason = reason;
+  json j = {{"reason", r.reason}};
+  if (full) {
+    j["build_s"] = r.build_s;
+    j["log_tail"] = r.log_tail;
+  }
+  write_file_atomic(d + "/failed.json", j.dump(2) + "\n");
+  return r;
+}
+
 }  // namespace
 
 bool Provider::cached(const std::string& sha) const {
@@ -53,17 +70,12 @@ ToolchainAtCommit Provider::finish(const std::string& sha, const std::string& ya
                                    const std::map<std::string, std::string>& vars, ToolchainAtCommit r) {
   const std::string d = dir_for(workdir_, sha);
   make_dirs(d);
-  auto fail = [&](const std::string& why) {
-    r.ok = false;
-    r.reason = why;
-    write_file_atomic(d + "/failed.json", json{{"reason", r.reason}, {"build_s", r.build_s}, {"log_tail", r.log_tail}}.dump(2) + "\n");
-    return r;
-  };
+  auto fail = [&](const std::string& why) { return failed(d, r, why, true); };
   std::vector<Toolchain> tcs;
   try {
     tcs = parse_toolchains(yaml_text, origin, vars);
   } catch (const InputError& e) {
-    return fail(fmt::format("toolchain spec at {}: {}", sha.substr(0, 12), e.what()));
+    return fail(fmt::format("toolchain spec at {}: {}", short_sha(sha), e.what()));
   }
   const Toolchain* pick = nullptr;
   if (cfg_.provider.name.empty()) {
@@ -83,6 +95,7 @@ ToolchainAtCommit Provider::finish(const std::string& sha, const std::string& ya
   return r;
 }
 
+
 ToolchainAtCommit Provider::get(const std::string& sha) {
   const std::string d = dir_for(workdir_, sha);
   ToolchainAtCommit r;
@@ -98,102 +111,103 @@ ToolchainAtCommit Provider::get(const std::string& sha) {
     r.log_tail = j.value("log_tail", std::string());
     return r;
   }
-  const ProviderSpec& p = cfg_.provider;
   std::map<std::string, std::string> vars = {{"sha", sha}, {"repo", repo_.dir()}};
-  switch (p.kind) {
-    case ProviderSpec::Kind::in_tree: {
-      std::string text;
-      try {
-        text = repo_.show_file(sha, p.path);
-      } catch (const InputError& e) {
-        make_dirs(d);
-        r.reason = fmt::format("no toolchain file '{}' at {}", p.path, sha.substr(0, 12));
-        write_file_atomic(d + "/failed.json", json{{"reason", r.reason}}.dump(2) + "\n");
-        return r;
-      }
-      make_dirs(d);
-      write_file_atomic(d + "/in-tree.yaml", text);
-      if (text.find("{dir}") != std::string::npos) {
-        // The spec names files beside it ({dir}: a wrapper script, a flags file): export the spec's
-        // directory as it is at this commit (git archive, no checkout) and point {dir} there.
-        const std::string sub = fs::path(p.path).parent_path().string();
-        const std::string tree = d + "/tree", tar = d + "/tree.tar";
-        std::vector<std::string> args = {"archive", "--format=tar", "-o", tar, sha};
-        if (!sub.empty()) args.push_back(sub);
-        RunResult ar = repo_.run(args);
-        if (ar.ok()) {
-          make_dirs(tree);
-          ar = run_process({"tar", "-xf", tar, "-C", tree}, {});
-        }
-        std::error_code ec;
-        fs::remove(tar, ec);
-        if (!ar.ok()) {
-          r.reason = fmt::format("exporting '{}' at {} for {{dir}}: {}", sub.empty() ? "." : sub, sha.substr(0, 12),
-                                 tail(ar.err, 300));
-          write_file_atomic(d + "/failed.json", json{{"reason", r.reason}}.dump(2) + "\n");
-          return r;
-        }
-        vars["dir"] = fs::absolute(sub.empty() ? tree : tree + "/" + sub).string();
-      }
-      return finish(sha, text, fmt::format("{}:{}", sha.substr(0, 12), p.path), vars, r);
-    }
-    case ProviderSpec::Kind::prebuilt: {
-      std::string path = p.path;
-      for (size_t at; (at = path.find("{sha}")) != std::string::npos;) path.replace(at, 5, sha);
-      if (!fs::exists(path)) {
-        make_dirs(d);
-        r.reason = fmt::format("prebuilt toolchain not found: {}", path);
-        write_file_atomic(d + "/failed.json", json{{"reason", r.reason}}.dump(2) + "\n");
-        return r;
-      }
-      if (p.toolchain_yaml.empty()) {
-        vars["dir"] = fs::absolute(path).parent_path().string();
-        return finish(sha, read_file(path), path, vars, r);
-      }
-      vars["out"] = fs::absolute(path).string();
-      return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
-    }
-    case ProviderSpec::Kind::build: {
-      const std::string wt = workdir_ + "/worktrees/" + sha.substr(0, 16);
-      const std::string out = workdir_ + "/builds/" + sha;
-      make_dirs(workdir_ + "/worktrees");
-      repo_.run({"worktree", "prune"});
-      if (fs::exists(wt)) {
-        repo_.run({"worktree", "remove", "--force", wt});
-        remove_tree(wt);
-      }
-      make_dirs(out);
-      repo_.worktree_add(wt, sha);
-      RunOptions o;
-      o.timeout_s = p.timeout_s;
-      o.cwd = wt;
-      o.env_set = {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", wt}, {"KBISECT_OUT", out}};
-      // The user's own build command is the one thing run through a shell (DESIGN rule 6); commit data
-      // reaches it only through the environment above.
-      RunResult rr = run_process({"/bin/sh", "-c", p.command}, o);
-      r.built = true;
-      r.build_s = rr.wall_s;
-      r.log_tail = tail(rr.out + rr.err, 3000);
-      try {
-        repo_.worktree_remove(wt, true);
-      } catch (const Error&) {
-        remove_tree(wt);
-        repo_.run({"worktree", "prune"});
-      }
-      if (!rr.ok()) {
-        make_dirs(d);
-        r.reason = rr.timed_out ? fmt::format("build timed out after {:g} s", p.timeout_s)
-                                : fmt::format("build failed ({})", rr.status_text());
-        if (!rr.timed_out && !rr.err.empty()) r.reason += ": " + tail(rr.err, 400);
-        write_file_atomic(d + "/failed.json",
-                          json{{"reason", r.reason}, {"build_s", r.build_s}, {"log_tail", r.log_tail}}.dump(2) + "\n");
-        return r;
-      }
-      vars["out"] = out;
-      return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
-    }
+  switch (cfg_.provider.kind) {
+    case ProviderSpec::Kind::in_tree: return get_in_tree(sha, vars);
+    case ProviderSpec::Kind::prebuilt: return get_prebuilt(sha, vars);
+    case ProviderSpec::Kind::build: return get_built(sha, vars);
   }
   return r;
+}
+
+ToolchainAtCommit Provider::get_in_tree(const std::string& sha, std::map<std::string, std::string>& vars) {
+  const ProviderSpec& p = cfg_.provider;
+  const std::string d = dir_for(workdir_, sha);
+  ToolchainAtCommit r;
+  std::string text;
+  try {
+    text = repo_.show_file(sha, p.path);
+  } catch (const InputError& e) {
+    return failed(d, r, fmt::format("no toolchain file '{}' at {}", p.path, short_sha(sha)), false);
+  }
+  make_dirs(d);
+  write_file_atomic(d + "/in-tree.yaml", text);
+  if (text.find("{dir}") != std::string::npos) {
+    // The spec names files beside it ({dir}: a wrapper script, a flags file): export the spec's
+    // directory as it is at this commit (git archive, no checkout) and point {dir} there.
+    const std::string sub = fs::path(p.path).parent_path().string();
+    const std::string tree = d + "/tree", tar = d + "/tree.tar";
+    std::vector<std::string> args = {"archive", "--format=tar", "-o", tar, sha};
+    if (!sub.empty()) args.push_back(sub);
+    RunResult ar = repo_.run(args);
+    if (ar.ok()) {
+      make_dirs(tree);
+      ar = run_process({"tar", "-xf", tar, "-C", tree}, {});
+    }
+    std::error_code ec;
+    fs::remove(tar, ec);
+    if (!ar.ok())
+      return failed(d, r,
+                    fmt::format("exporting '{}' at {} for {{dir}}: {}", sub.empty() ? "." : sub, short_sha(sha),
+                                tail(ar.err, 300)),
+                    false);
+    vars["dir"] = fs::absolute(sub.empty() ? tree : tree + "/" + sub).string();
+  }
+  return finish(sha, text, fmt::format("{}:{}", short_sha(sha), p.path), vars, r);
+}
+
+ToolchainAtCommit Provider::get_prebuilt(const std::string& sha, std::map<std::string, std::string>& vars) {
+  const ProviderSpec& p = cfg_.provider;
+  ToolchainAtCommit r;
+  std::string path = p.path;
+  for (size_t at; (at = path.find("{sha}")) != std::string::npos;) path.replace(at, 5, sha);
+  if (!fs::exists(path))
+    return failed(dir_for(workdir_, sha), r, fmt::format("prebuilt toolchain not found: {}", path), false);
+  if (p.toolchain_yaml.empty()) {
+    vars["dir"] = fs::absolute(path).parent_path().string();
+    return finish(sha, read_file(path), path, vars, r);
+  }
+  vars["out"] = fs::absolute(path).string();
+  return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
+}
+
+ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::string, std::string>& vars) {
+  const ProviderSpec& p = cfg_.provider;
+  ToolchainAtCommit r;
+  const std::string wt = workdir_ + "/worktrees/" + sha.substr(0, 16);
+  const std::string out = workdir_ + "/builds/" + sha;
+  make_dirs(workdir_ + "/worktrees");
+  repo_.run({"worktree", "prune"});
+  if (fs::exists(wt)) {
+    repo_.run({"worktree", "remove", "--force", wt});
+    remove_tree(wt);
+  }
+  make_dirs(out);
+  repo_.worktree_add(wt, sha);
+  RunOptions o;
+  o.timeout_s = p.timeout_s;
+  o.cwd = wt;
+  o.env_set = {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", wt}, {"KBISECT_OUT", out}};
+  // The user's own build command is the one thing run through a shell; commit data reaches it only
+  // through the environment above.
+  RunResult rr = run_process({"/bin/sh", "-c", p.command}, o);
+  r.built = true;
+  r.build_s = rr.wall_s;
+  r.log_tail = tail(rr.out + rr.err, 3000);
+  try {
+    repo_.worktree_remove(wt, true);
+  } catch (const Error&) {
+    remove_tree(wt);
+    repo_.run({"worktree", "prune"});
+  }
+  if (!rr.ok()) {
+    std::string reason = rr.timed_out ? fmt::format("build timed out after {:g} s", p.timeout_s)
+                                      : fmt::format("build failed ({})", rr.status_text());
+    if (!rr.timed_out && !rr.err.empty()) reason += ": " + tail(rr.err, 400);
+    return failed(dir_for(workdir_, sha), r, reason, true);
+  }
+  vars["out"] = out;
+  return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
 }
 
 }  // namespace kb::bisect

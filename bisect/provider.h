@@ -33,6 +33,10 @@ class Provider {
   bool cached(const std::string& sha) const;
 
  private:
+  // One provider kind each; vars: the substitutions for the toolchain spec ({sha}, {repo}, ...).
+  ToolchainAtCommit get_in_tree(const std::string& sha, std::map<std::string, std::string>& vars);
+  ToolchainAtCommit get_prebuilt(const std::string& sha, std::map<std::string, std::string>& vars);
+  ToolchainAtCommit get_built(const std::string& sha, std::map<std::string, std::string>& vars);
   ToolchainAtCommit finish(const std::string& sha, const std::string& yaml_text, const std::string& origin,
                            const std::map<std::string, std::string>& vars, ToolchainAtCommit r);
   const BisectConfig& cfg_;

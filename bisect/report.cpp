@@ -10,11 +10,13 @@
 
 #include "harness/compare.h"
 #include "core/fsutil.h"
+#include "git/git.h"
 #include "report/html.h"
 
 namespace kb::bisect {
 
 using json = nlohmann::json;
+using git::short_sha;
 
 namespace {
 
@@ -213,19 +215,19 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   md += fmt::format("**Verdict: {}**", o.verdict);
   if (o.culprit >= 0) {
     const auto& c = commits[size_t(o.culprit)];
-    md += fmt::format(" — `{}` {} ({}, {})", c.sha.substr(0, 12), md_escape(c.subject), md_escape(c.author_name),
+    md += fmt::format(" — `{}` {} ({}, {})", short_sha(c.sha), md_escape(c.subject), md_escape(c.author_name),
                       iso_date(c.author_time));
   }
   md += "\n\n" + md_escape(o.summary) + "\n\n";
   md += fmt::format("Range: {} commits, good `{}` .. bad `{}`; metric {}, threshold {}.\n\n", commits.size() - 1,
-                    commits.front().sha.substr(0, 12), commits.back().sha.substr(0, 12), to_string(cfg.metric),
+                    short_sha(commits.front().sha), short_sha(commits.back().sha), to_string(cfg.metric),
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
   md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
                     o.samples, o.wall_s, o.visited, o.measured_steps);
   if (!o.culprits.empty()) {
     md += "## Culprits\n\n| commit | subject | kind | verified | effect |\n|---|---|---|---|---|\n";
     for (const auto& cu : o.culprits)
-      md += fmt::format("| `{}` | {} | {}{} | {} | {} |\n", commits[size_t(cu.index)].sha.substr(0, 12),
+      md += fmt::format("| `{}` | {} | {}{} | {} | {} |\n", short_sha(commits[size_t(cu.index)].sha),
                         md_escape(commits[size_t(cu.index)].subject), cu.improvement ? "improvement" : "regression",
                         cu.index == o.culprit ? " (main)" : "", cu.verified ? "yes" : "no", culprit_text(cfg, cu));
     md += "\n";
@@ -233,14 +235,14 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   if (!o.candidates.empty()) {
     md += "## Candidates\n\n";
     for (int i : o.candidates)
-      md += fmt::format("- `{}` {}\n", commits[size_t(i)].sha.substr(0, 12), md_escape(commits[size_t(i)].subject));
+      md += fmt::format("- `{}` {}\n", short_sha(commits[size_t(i)].sha), md_escape(commits[size_t(i)].subject));
     md += "\n";
   }
   md += "## Steps\n\n| # | phase | commit | subject | side | how | metric vs good | evidence |\n";
   md += "|---|---|---|---|---|---|---|---|\n";
   int k = 0;
   auto row = [&](const Step& s) {
-    md += fmt::format("| {} | {} | `{}` | {} | {} | {} | {} | {} |\n", k++, s.phase, s.sha.substr(0, 12),
+    md += fmt::format("| {} | {} | `{}` | {} | {} | {} | {} | {} |\n", k++, s.phase, short_sha(s.sha),
                       s.index >= 0 ? md_escape(commits[size_t(s.index)].subject) : "", s.side ? to_string(*s.side) : "",
                       s.how, level_text(cfg, s), md_escape(s.reason));
   };
@@ -343,7 +345,7 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   }
   for (const auto& p : pts) {
     const double x = X(p.i);
-    const std::string title = fmt::format("<title>{} {}: {}</title>", p.i, html_escape(commits[size_t(p.i)].sha.substr(0, 12)),
+    const std::string title = fmt::format("<title>{} {}: {}</title>", p.i, html_escape(short_sha(commits[size_t(p.i)].sha)),
                                           html_escape(p.label));
     if (p.kind == "measured" || p.kind == "endpoint") {
       if (p.hi > p.lo)
@@ -359,7 +361,7 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   for (int i : skipped) {
     const double x = X(i), y = H - B - 8;
     s += fmt::format("<path d=\"M{:.1f},{:.1f} l8,8 m0,-8 l-8,8\" stroke=\"#c60\" stroke-width=\"2\"><title>{} skipped</title></path>\n",
-                     x - 4, y - 4, html_escape(commits[size_t(i)].sha.substr(0, 12)));
+                     x - 4, y - 4, html_escape(short_sha(commits[size_t(i)].sha)));
   }
   s += "</svg>\n";
   return s;
@@ -371,7 +373,7 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   h += "<p><b>Verdict: " + html_escape(o.verdict) + "</b>";
   if (o.culprit >= 0) {
     const auto& c = commits[size_t(o.culprit)];
-    h += fmt::format(" — <code>{}</code> {} ({}, {})", html_escape(c.sha.substr(0, 12)), html_escape(c.subject),
+    h += fmt::format(" — <code>{}</code> {} ({}, {})", html_escape(short_sha(c.sha)), html_escape(c.subject),
                      html_escape(c.author_name), iso_date(c.author_time));
   }
   h += "</p>\n<p>" + html_escape(o.summary) + "</p>\n";
@@ -381,7 +383,7 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
     h += "<table><tr><th>commit</th><th>subject</th><th>kind</th><th>verified</th><th>effect</th></tr>\n";
     for (const auto& cu : o.culprits)
       h += fmt::format("<tr><td><code>{}</code></td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td></tr>\n",
-                       html_escape(commits[size_t(cu.index)].sha.substr(0, 12)), html_escape(commits[size_t(cu.index)].subject),
+                       html_escape(short_sha(commits[size_t(cu.index)].sha)), html_escape(commits[size_t(cu.index)].subject),
                        cu.improvement ? "improvement" : "regression", cu.index == o.culprit ? " (main)" : "",
                        cu.verified ? "yes" : "no", html_escape(culprit_text(cfg, cu)));
     h += "</table>\n";
@@ -392,7 +394,7 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   h += "<table><tr><th>phase</th><th>commit</th><th>subject</th><th>side</th><th>how</th><th>metric vs good</th><th>evidence</th></tr>\n";
   auto row = [&](const Step& s) {
     h += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     s.phase, html_escape(s.sha.substr(0, 12)), s.index >= 0 ? html_escape(commits[size_t(s.index)].subject) : "",
+                     s.phase, html_escape(short_sha(s.sha)), s.index >= 0 ? html_escape(commits[size_t(s.index)].subject) : "",
                      s.side ? to_string(*s.side) : "", html_escape(s.how), html_escape(level_text(cfg, s)), html_escape(s.reason));
   };
   if (o.reproduce) row(*o.reproduce);

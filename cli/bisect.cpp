@@ -37,7 +37,7 @@ int run(const Args& a) {
   for (const auto& c : o.culprits) {
     const auto& v = c.verify;
     std::cout << fmt::format("  {} {} {}: {} ({})\n", c.improvement ? "improvement" : "regression",
-                             c.verified ? "verified" : "NOT verified", r.commits[size_t(c.index)].sha.substr(0, 12),
+                             c.verified ? "verified" : "NOT verified", git::short_sha(r.commits[size_t(c.index)].sha),
                              r.commits[size_t(c.index)].subject, v.reason);
   }
   if (!o.candidates.empty()) {

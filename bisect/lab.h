@@ -1,0 +1,50 @@
+// RealLab: the Lab (bisect/oracle.h) that builds the toolchain at a commit (the provider), compiles the
+// cases with it (the compile cache), and times the commits' executables interleaved (harness/measure).
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cache.h"
+#include "bisect/config.h"
+#include "bisect/oracle.h"
+#include "bisect/provider.h"
+#include "harness/reference.h"
+#include "harness/sweep.h"
+
+namespace kb::bisect {
+
+// probe() may be called from several threads at once (parallel rounds): the toolchains are fetched or
+// built concurrently (the provider builds each commit in its own worktree and cache directory), the
+// compiles and everything else run one at a time.
+class RealLab : public Lab {
+ public:
+  RealLab(const BisectConfig& cfg, Provider& provider);
+  ~RealLab() override;
+  Probe probe(const std::string& sha) override;
+  Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) override;
+
+ private:
+  struct Loaded;
+  Loaded& load(const std::string& sha, Probe* probe_out, const ToolchainAtCommit* fetched = nullptr);
+  // Parses the cases with the commit's toolchain and compiles (or prepares to run) each one; a failure
+  // leaves the probe not ok with its reason.
+  void prepare(Loaded& L, const std::string& sha, const ToolchainAtCommit& tc);
+  // One case of a probe; "" when added, else why the commit cannot be used.
+  std::string add_run_case(Loaded& L, const std::string& key, const PlannedCase& pc);
+  std::string add_compiled_case(Loaded& L, const std::string& key, const PlannedCase& pc);
+  // Timed metrics: the loaded executables, one load per commit or fresh loads per block.
+  Measured measure_loaded(const std::vector<Loaded*>& ls, const MeasureAsk& ask, const RoundsStop& stop);
+  std::mutex mu_;
+  const BisectConfig& cfg_;
+  Provider& provider_;
+  CompileCache cache_;
+  ReferenceCache refs_;
+  std::map<std::string, std::unique_ptr<Loaded>> loaded_;
+  std::vector<std::string> lru_;
+  size_t keep_ = 6;  // commits kept loaded (at least those of the current measurement)
+};
+
+}  // namespace kb::bisect

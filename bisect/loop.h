@@ -1,0 +1,102 @@
+// The bisection loop behind run_bisection (bisect/bisector.h), shared by the files that implement its
+// phases: bisector.cpp (start, reproduce, the work list), search.cpp (the steps over one range) and
+// verify.cpp (a culprit against its parent, the outcome). Not a public header.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bisect/bisector.h"
+#include "core/clock.h"
+
+namespace kb::bisect::loop {
+
+// The seed of one measurement: the run's seed mixed with a hash of the measurement's key.
+uint64_t seed_for(uint64_t seed, const std::string& key);
+// The level of `t` relative to `g` (log-ratio, 95% CI) from paired rounds.
+void set_level(Step& s, const std::vector<double>& g, const std::vector<double>& t);
+// Sets how much a measured decision saw (units, rounds) from what a measurement returned.
+void set_amount(Step& s, const Measured& m, int block_rounds);
+// "after 160 rounds (20 blocks)" / "after 64 rounds": what a measured decision saw.
+std::string amount(const Step& s);
+// The sum of v over the cases in mask (all when empty).
+double sum_of(const std::vector<double>& v, const std::vector<bool>& mask);
+
+class Loop {
+ public:
+  Loop(const Plan& plan, Lab& lab, Journal* j, const Log& log) : plan_(plan), lab_(lab), j_(j), log_(log) {}
+
+  Outcome run();
+
+ private:
+  void say(const std::string& s) {
+    if (log_) log_(s);
+  }
+  const Probe& probe(int i);
+  // Measurements return their units (blocks, or rounds without blocks; oracle.h), which the rules decide on.
+  Rounds measure(const std::string& key, const std::vector<int>& idx, SequentialRule& rule, int max_units,
+                 Step& step);
+  Rounds measure_units(const std::string& key, const std::vector<int>& idx, const RoundsStop& stop, int max_units,
+                       Step& step);
+  Rounds measure_with(const std::string& key, const std::vector<int>& idx, StepRule& rule, Step& step) {
+    return measure_units(key, idx, [&](const Rounds& r) { return rule(r); }, plan_.max_units(), step);
+  }
+  // A range (a, b] whose end levels differ: level ids la (at a) and lb (at b); improvement: the metric
+  // gets better from a to b.
+  struct Seg {
+    int a, b, la, lb;
+    bool improvement;
+  };
+  struct LevelEst {
+    double est, lo, hi;  // plot units: timed log-ratio vs good; static value
+  };
+  // The commits of one round in a range, each with its step and the level it was placed at (none: a skip).
+  struct Picked {
+    std::vector<int> picks;
+    std::vector<Step> steps;
+    std::vector<std::optional<Level>> lv;
+  };
+
+  // bisector.cpp
+  void journal_start();
+  bool reproduce(Step& rep);
+  void init_levels(const Step& rep);
+
+  // search.cpp
+  void search(Seg g, std::deque<Seg>& work);
+  std::optional<std::vector<int>> next_picks(const Seg& g);
+  std::vector<size_t> classify(const Seg& g, Picked& pk);
+  void measure_steps(const Seg& g, const std::vector<size_t>& to_measure, Picked& pk);
+  std::vector<Seg> record_and_split(const Seg& g, Picked& pk);
+  void probe_all(const std::vector<int>& picks);
+  std::optional<Level> static_level(const Seg& g, const Probe& p);
+  std::vector<int> range_candidates(const Seg& g) const;
+
+  // verify.cpp
+  void verify_culprit(const Seg& g);
+  void finish_outcome();
+
+  void decision_event(const std::string& key, const Step& s);
+  bool over_wall_budget() const {
+    return plan_.budgets.max_wall_s > 0 && elapsed() > plan_.budgets.max_wall_s;
+  }
+  double elapsed() const { return now_s() - t0_ + (j_ ? j_->replayed_wall_s() : 0); }
+
+  const Plan& plan_;
+  Lab& lab_;
+  Journal* j_;
+  Log log_;
+  Outcome o_;
+  double t0_ = now_s();
+  std::vector<bool> regressed_;  // static metrics: cases where bad moved beyond the threshold
+  double gap_ = 0;               // timed: measured good -> bad log-ratio
+  std::vector<bool> skipped_;
+  std::vector<LevelEst> levels_;  // level id -> estimate
+  std::map<std::string, int> level_of_hash_;  // code hash key -> level id
+  bool budget_out_ = false;
+};
+
+}  // namespace kb::bisect::loop
