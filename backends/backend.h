@@ -1,5 +1,6 @@
 // One Backend interface (DESIGN rule 2): compile -> Artifact, load -> Executable, available().
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -10,6 +11,8 @@
 #include "backends/kernel.h"
 
 namespace kb {
+
+class Hasher;
 
 // The result of compiling one kernel instance with one toolchain.
 struct Artifact {
@@ -105,7 +108,25 @@ std::vector<const KernelDecl*> all_kernels();
 // source tree's kernels/ (compiled in).
 std::string kernel_dir();
 
-// Default identity material shared by backends (see Backend::identify).
+// The one toolchain-identity hasher: sets tc.identity to the hash of a preamble every backend shares
+// (format version, backend, kind, target, flags, environment) followed by what `add_own` adds (the
+// compiler binaries, an in-process library, version text). Compile-cache keys are built on it.
+void identify_toolchain(Toolchain& tc, const std::function<void(Hasher&)>& add_own);
+// SHA-256 of a file with symlinks resolved (the path itself when it cannot be resolved).
+std::string sha256_resolved(const std::string& path);
+
+// Default identity material shared by backends (see Backend::identify): the compiler and tools by
+// content, then the output of version_argv (its first line becomes tc.version_text).
 void identify_compiler_binary(Toolchain& tc, const std::vector<std::string>& version_argv);
+
+// The Artifact of a finished compile of req: everything but the code hash, size, metrics and cache
+// fields; the log is kept to its last req.log_limit bytes.
+Artifact make_artifact(const CompileRequest& req, const std::string& binary_path, const std::string& entry,
+                       double compile_s, const std::string& log);
+
+// -DKB_<name>=<value> for each parameter, in name order.
+std::vector<std::string> param_defines(const Params& params);
+// -DKB_DTYPE_F32=1 / -DKB_DTYPE_F16=1 / -DKB_DTYPE_BF16=1
+std::string dtype_define(DType d);
 
 }  // namespace kb

@@ -16,46 +16,52 @@ namespace kb {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string artifact_to_json(const Artifact& a) {
-  json j;
-  j["kernel"] = a.kernel;
-  j["backend"] = a.backend;
-  j["params"] = params_to_json(a.params);
-  j["dtype"] = to_string(a.dtype);
-  j["toolchain"] = a.toolchain;
-  j["toolchain_identity"] = a.toolchain_identity;
-  j["target"] = a.target;
-  j["binary"] = a.binary_path;
-  j["entry"] = a.entry;
-  j["code_hash"] = a.code_hash;
-  j["code_bytes"] = a.code_bytes;
-  j["compile_s"] = a.compile_s;
-  j["cache_key"] = a.cache_key;
-  j["metrics"] = a.metrics;
-  j["log"] = a.log;
-  return j.dump(2);
+// A cache entry's record. The dtype is written by its canonical name through nlohmann's enum mapping; it
+// is read back through parse_dtype, which rejects a name it does not know (the enum mapping would read
+// one as f32). Artifact's fields are written by hand rather than with NLOHMANN_DEFINE_TYPE_*: the
+// binary path is recorded as "binary", cache_hit is not recorded, params keep their value types, and
+// cache_key and log may be missing from older records.
+NLOHMANN_JSON_SERIALIZE_ENUM(DType, {{DType::f32, "f32"}, {DType::f16, "f16"}, {DType::bf16, "bf16"}})
+
+void to_json(json& j, const Artifact& a) {
+  j = json{{"kernel", a.kernel},
+           {"backend", a.backend},
+           {"params", params_to_json(a.params)},
+           {"dtype", a.dtype},
+           {"toolchain", a.toolchain},
+           {"toolchain_identity", a.toolchain_identity},
+           {"target", a.target},
+           {"binary", a.binary_path},
+           {"entry", a.entry},
+           {"code_hash", a.code_hash},
+           {"code_bytes", a.code_bytes},
+           {"compile_s", a.compile_s},
+           {"cache_key", a.cache_key},
+           {"metrics", a.metrics},
+           {"log", a.log}};
 }
 
-Artifact artifact_from_json(const std::string& text) {
-  json j = json::parse(text);
-  Artifact a;
-  a.kernel = j.at("kernel");
-  a.backend = j.at("backend");
+void from_json(const json& j, Artifact& a) {
+  j.at("kernel").get_to(a.kernel);
+  j.at("backend").get_to(a.backend);
   a.params = params_from_json(j.at("params"));
   a.dtype = parse_dtype(j.at("dtype"));
-  a.toolchain = j.at("toolchain");
-  a.toolchain_identity = j.at("toolchain_identity");
-  a.target = j.at("target");
-  a.binary_path = j.at("binary");
-  a.entry = j.at("entry");
-  a.code_hash = j.at("code_hash");
-  a.code_bytes = j.at("code_bytes");
-  a.compile_s = j.at("compile_s");
+  j.at("toolchain").get_to(a.toolchain);
+  j.at("toolchain_identity").get_to(a.toolchain_identity);
+  j.at("target").get_to(a.target);
+  j.at("binary").get_to(a.binary_path);
+  j.at("entry").get_to(a.entry);
+  j.at("code_hash").get_to(a.code_hash);
+  j.at("code_bytes").get_to(a.code_bytes);
+  j.at("compile_s").get_to(a.compile_s);
   a.cache_key = j.value("cache_key", "");
-  a.metrics = j.at("metrics").get<std::map<std::string, double>>();
+  j.at("metrics").get_to(a.metrics);
   a.log = j.value("log", "");
-  return a;
 }
+
+std::string artifact_to_json(const Artifact& a) { return json(a).dump(2); }
+
+Artifact artifact_from_json(const std::string& text) { return json::parse(text).get<Artifact>(); }
 
 std::string CompileCache::default_cache_dir_for_compile() { return default_cache_dir() + "/compile"; }
 

@@ -3,6 +3,8 @@
 #pragma once
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "backends/backend.h"
 
 namespace kb {
@@ -23,7 +25,10 @@ class CompileCache {
   std::string dir_;
 };
 
-// Artifact <-> JSON (used by the cache, results and journals).
+// Artifact <-> JSON (used by the cache, results and journals). to_json/from_json let nlohmann convert
+// an Artifact directly (json(a), j.get<Artifact>()).
+void to_json(nlohmann::json& j, const Artifact& a);
+void from_json(const nlohmann::json& j, Artifact& a);
 std::string artifact_to_json(const Artifact& a);
 Artifact artifact_from_json(const std::string& text);
 

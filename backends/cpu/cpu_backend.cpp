@@ -23,6 +23,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/elf.h"
+#include "backends/half_bits.h"
 #include "core/error.h"
 #include "core/process.h"
 
@@ -33,12 +34,6 @@ namespace kb {
 namespace fs = std::filesystem;
 
 namespace {
-
-uint16_t f32_to_bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t(u >> 16);  // inputs are already rounded to bf16 by the harness
-}
 
 // A load's operand array in its own anonymous mapping, starting at a random multiple of 64 bytes inside
 // the first page. Every load gets new pages and a new offset: heap memory freed by the previous load would
@@ -112,8 +107,8 @@ class CpuExecutable : public Executable {
     if (art_.dtype == DType::bf16) {
       a16_.assign(A.size(), 0);
       b16_.assign(B.size(), 0);
-      for (size_t i = 0; i < A.size(); ++i) a16_[i] = f32_to_bf16_bits(A[i]);
-      for (size_t i = 0; i < B.size(); ++i) b16_[i] = f32_to_bf16_bits(B[i]);
+      for (size_t i = 0; i < A.size(); ++i) a16_[i] = bf16_bits(A[i]);
+      for (size_t i = 0; i < B.size(); ++i) b16_[i] = bf16_bits(B[i]);
       args_.A = a16_.data();
       args_.B = b16_.data();
     } else {
@@ -261,8 +256,8 @@ class CpuBackend : public Backend {
     std::string out = req.out_dir + "/kernel.so";
     std::vector<std::string> argv = {tc.compiler, "-std=c++17", "-shared", "-fPIC", "-pthread",
                                      "-I" + req.kernel_dir, "-I" + req.kernel_dir + "/cpu"};
-    for (const auto& [n, v] : req.params.values()) argv.push_back(fmt::format("-DKB_{}={}", n, to_string(v)));
-    argv.push_back(req.dtype == DType::bf16 ? "-DKB_DTYPE_BF16=1" : "-DKB_DTYPE_F32=1");
+    for (auto& d : param_defines(req.params)) argv.push_back(d);
+    argv.push_back(dtype_define(req.dtype == DType::bf16 ? DType::bf16 : DType::f32));  // f16 builds as f32
     for (const auto& f : tc.flags) argv.push_back(f);
     argv.insert(argv.end(), {"-o", out, req.kernel_dir + "/" + k.source});
     RunOptions o;
@@ -272,18 +267,7 @@ class CpuBackend : public Backend {
     std::string log = r.out + r.err;
     if (!r.ok())
       throw CompileError(fmt::format("{} failed ({}) compiling {}", tc.name, r.status_text(), k.source), tail(log));
-    Artifact a;
-    a.kernel = k.name;
-    a.backend = "cpu";
-    a.params = req.params;
-    a.dtype = req.dtype;
-    a.toolchain = tc.name;
-    a.toolchain_identity = tc.identity;
-    a.target = tc.target;
-    a.binary_path = out;
-    a.entry = "kb_gemm";
-    a.compile_s = r.wall_s;
-    a.log = tail(log, req.log_limit);
+    Artifact a = make_artifact(req, out, "kb_gemm", r.wall_s, log);
     auto elf = ElfFile::open(out);
     auto is_text = [](const ElfSection& s) { return s.name == ".text"; };
     a.code_hash = elf.hash_sections(is_text);

@@ -5,13 +5,12 @@
 
 #include <fmt/format.h>
 
+#include "backends/kernel_decl.h"
 #include "core/error.h"
 
 namespace kb::cuda {
 
 namespace {
-
-ParamSpec int_param(const char* name, int64_t def, const char* help) { return {name, ParamKind::Int, def, help}; }
 
 using Reason = std::optional<std::string>;
 
@@ -57,114 +56,117 @@ Reason shape_k8_n8(const Shape& s) {
   return std::nullopt;
 }
 
+// The block of a tensor-core kernel fits the target: at most 1024 threads, dynamic shared memory in range.
+Reason mma_block_fits(const std::string& kernel, const Params& p, DType d, const std::string& target) {
+  auto ls = launch_shape(kernel, p, d);
+  if (ls.threads > 1024) return fmt::format("{} threads per block exceed 1024", ls.threads);
+  return smem_fits(ls.dynamic_smem, target);
+}
+
+Reason check_tiled_f32(const Params& p) {
+  if (auto r = check_positive(p, {"BM", "BN", "BK", "TM", "TN"})) return r;
+  int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK"), tm = p.get_int("TM"), tn = p.get_int("TN");
+  if (bm % tm) return fmt::format("TM={} does not divide BM={}", tm, bm);
+  if (bn % tn) return fmt::format("TN={} does not divide BN={}", tn, bn);
+  int64_t threads = (bm / tm) * (bn / tn);
+  if (threads < 32 || threads > 1024) return fmt::format("(BM/TM)*(BN/TN)={} threads must be in 32..1024", threads);
+  if (tm * tn > 256) return fmt::format("TM*TN={} accumulators per thread exceed 256", tm * tn);
+  if (bk * (bm + bn) * 4 > 48 * 1024) return fmt::format("static shared memory {} bytes exceeds 48 KiB", bk * (bm + bn) * 4);
+  return std::nullopt;
+}
+
+Reason check_tiled(const Params& p, DType d, const std::string& target) {
+  if (d == DType::f32) return check_tiled_f32(p);
+  if (auto r = need_sm80(target)) return r;
+  if (auto r = check_mma_tiles(p)) return r;
+  return mma_block_fits("matmul_tiled", p, d, target);
+}
+
+Reason check_ws_sm80(const Params& p, DType d, const std::string& target) {
+  if (d == DType::f32) return "fp32 has no tensor-core path in this kernel (use matmul_tiled)";
+  if (auto r = need_sm80(target)) return r;
+  if (auto r = check_mma_tiles(p)) return r;
+  int64_t st = p.get_int("STAGES"), pw = p.get_int("PRODUCERS");
+  if (st > 7) return fmt::format("STAGES={} exceeds 7 (2*STAGES+1 named barriers of 16)", st);
+  if (pw < 1 || pw > 4) return fmt::format("PRODUCERS={} must be in 1..4", pw);
+  return mma_block_fits("matmul_ws_sm80", p, d, target);
+}
+
+Reason check_ws_sm90(const Params& p, DType d, const std::string& target) {
+  if (d == DType::f32) return "wgmma kernel takes bf16/f16 inputs only";
+  if (!target.empty()) {
+    auto a = arch_limits(target);
+    if (a.sm != 90 || !a.arch_specific) return fmt::format("needs sm_90a (wgmma, setmaxnreg, TMA), target is {}", target);
+  }
+  int64_t bn = p.get_int("BN"), st = p.get_int("STAGES"), pe = p.get_int("PERSISTENT");
+  if (bn < 64 || bn > 256 || bn % 64) return fmt::format("BN={} must be 64, 128, 192 or 256", bn);
+  if (st < 2 || st > 8) return fmt::format("STAGES={} must be in 2..8", st);
+  if (pe != 0 && pe != 1) return fmt::format("PERSISTENT={} must be 0 or 1", pe);
+  return smem_fits(launch_shape("matmul_ws_sm90", p, d).dynamic_smem, target.empty() ? "sm_90a" : target);
+}
+
+Reason check_shape_positive(const Params&, const Shape& s) { return shape_positive(s); }
+Reason check_shape_k8_n8(const Params&, const Shape& s) { return shape_k8_n8(s); }
+
+const std::vector<std::string> kMmaHeaders = {"cuda/kb_mma_sm80.h", "common/kb_portability.h",
+                                              "common/kb_portability_cuda.h"};
+
 KernelDecl matmul_tiled() {
-  KernelDecl k;
-  k.name = "matmul_tiled";
-  k.backend = "cuda";
-  k.source = "cuda/matmul_tiled.cu";
-  k.extra_sources = {"cuda/kb_mma_sm80.h", "common/kb_portability.h", "common/kb_portability_cuda.h"};
-  k.description =
-      "f32: SIMT tiled GEMM (BM,BN,BK,TM,TN); bf16/f16: mma.sync m16n8k16 + ldmatrix, cp.async STAGES-deep "
-      "pipeline, swizzled shared layout (BM,BN,BK,WM,WN,STAGES); fp32 accumulate";
-  k.params = {int_param("BM", 128, "rows per block"),
-              int_param("BN", 128, "columns per block"),
-              int_param("BK", 32, "depth per shared-memory stage"),
-              int_param("TM", 8, "f32: rows per thread"),
-              int_param("TN", 8, "f32: columns per thread"),
-              int_param("WM", 64, "bf16/f16: rows per warp"),
-              int_param("WN", 32, "bf16/f16: columns per warp"),
-              int_param("STAGES", 3, "bf16/f16: cp.async pipeline depth")};
-  k.dtypes = {DType::f32, DType::bf16, DType::f16};
-  k.configs = {{"best", {{"BM", 128}, {"BN", 128}, {"BK", 32}, {"TM", 8}, {"TN", 8}, {"WM", 64}, {"WN", 32}, {"STAGES", 3}}},
-               {"small", {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"TM", 4}, {"TN", 4}, {"WM", 32}, {"WN", 32}, {"STAGES", 2}}},
-               {"deep", {{"BM", 128}, {"BN", 256}, {"BK", 32}, {"TM", 8}, {"TN", 8}, {"WM", 64}, {"WN", 64}, {"STAGES", 4}}}};
-  k.check_params = [](const Params& p, DType d, const std::string& target) -> Reason {
-    if (d == DType::f32) {
-      int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK"), tm = p.get_int("TM"),
-              tn = p.get_int("TN");
-      for (auto [n, v] : {std::pair{"BM", bm}, {"BN", bn}, {"BK", bk}, {"TM", tm}, {"TN", tn}})
-        if (v <= 0) return fmt::format("{}={} must be positive", n, v);
-      if (bm % tm) return fmt::format("TM={} does not divide BM={}", tm, bm);
-      if (bn % tn) return fmt::format("TN={} does not divide BN={}", tn, bn);
-      int64_t threads = (bm / tm) * (bn / tn);
-      if (threads < 32 || threads > 1024) return fmt::format("(BM/TM)*(BN/TN)={} threads must be in 32..1024", threads);
-      if (tm * tn > 256) return fmt::format("TM*TN={} accumulators per thread exceed 256", tm * tn);
-      if (bk * (bm + bn) * 4 > 48 * 1024) return fmt::format("static shared memory {} bytes exceeds 48 KiB", bk * (bm + bn) * 4);
-      return std::nullopt;
-    }
-    if (auto r = need_sm80(target)) return r;
-    if (auto r = check_mma_tiles(p)) return r;
-    auto ls = launch_shape("matmul_tiled", p, d);
-    if (ls.threads > 1024) return fmt::format("{} threads per block exceed 1024", ls.threads);
-    return smem_fits(ls.dynamic_smem, target);
-  };
-  k.check_shape = [](const Params&, const Shape& s) -> Reason { return shape_positive(s); };
-  return k;
+  return KernelDeclBuilder("cuda", "matmul_tiled")
+      .source("cuda/matmul_tiled.cu", kMmaHeaders)
+      .description("f32: SIMT tiled GEMM (BM,BN,BK,TM,TN); bf16/f16: mma.sync m16n8k16 + ldmatrix, cp.async "
+                   "STAGES-deep pipeline, swizzled shared layout (BM,BN,BK,WM,WN,STAGES); fp32 accumulate")
+      .int_param("BM", 128, "rows per block")
+      .int_param("BN", 128, "columns per block")
+      .int_param("BK", 32, "depth per shared-memory stage")
+      .int_param("TM", 8, "f32: rows per thread")
+      .int_param("TN", 8, "f32: columns per thread")
+      .int_param("WM", 64, "bf16/f16: rows per warp")
+      .int_param("WN", 32, "bf16/f16: columns per warp")
+      .int_param("STAGES", 3, "bf16/f16: cp.async pipeline depth")
+      .dtypes({DType::f32, DType::bf16, DType::f16})
+      .defaults_config("best")
+      .config("small", {{"BM", 64}, {"BN", 64}, {"TM", 4}, {"TN", 4}, {"WM", 32}, {"STAGES", 2}})
+      .config("deep", {{"BN", 256}, {"WN", 64}, {"STAGES", 4}})
+      .check_params(check_tiled)
+      .check_shape(check_shape_positive);
 }
 
 KernelDecl matmul_ws_sm80() {
-  KernelDecl k;
-  k.name = "matmul_ws_sm80";
-  k.backend = "cuda";
-  k.source = "cuda/matmul_ws_sm80.cu";
-  k.extra_sources = {"cuda/kb_mma_sm80.h", "common/kb_portability.h", "common/kb_portability_cuda.h"};
-  k.description =
-      "warp-specialized GEMM, Ampere form: PRODUCERS cp.async warps fill a STAGES ring, mma.sync consumer warps; "
-      "named barriers (bar.sync/bar.arrive) per stage";
-  k.params = {int_param("BM", 128, "rows per block"),         int_param("BN", 128, "columns per block"),
-              int_param("BK", 32, "depth per stage"),         int_param("WM", 64, "rows per consumer warp"),
-              int_param("WN", 32, "columns per consumer warp"), int_param("STAGES", 4, "ring slots (2..7)"),
-              int_param("PRODUCERS", 1, "producer warps")};
-  k.dtypes = {DType::bf16, DType::f16};
-  k.configs = {{"best", {{"BM", 128}, {"BN", 128}, {"BK", 32}, {"WM", 64}, {"WN", 32}, {"STAGES", 4}, {"PRODUCERS", 1}}},
-               {"small", {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"WM", 32}, {"WN", 32}, {"STAGES", 3}, {"PRODUCERS", 1}}},
-               {"wide", {{"BM", 128}, {"BN", 256}, {"BK", 32}, {"WM", 64}, {"WN", 64}, {"STAGES", 3}, {"PRODUCERS", 2}}}};
-  k.check_params = [](const Params& p, DType d, const std::string& target) -> Reason {
-    if (d == DType::f32) return "fp32 has no tensor-core path in this kernel (use matmul_tiled)";
-    if (auto r = need_sm80(target)) return r;
-    if (auto r = check_mma_tiles(p)) return r;
-    int64_t st = p.get_int("STAGES"), pw = p.get_int("PRODUCERS");
-    if (st > 7) return fmt::format("STAGES={} exceeds 7 (2*STAGES+1 named barriers of 16)", st);
-    if (pw < 1 || pw > 4) return fmt::format("PRODUCERS={} must be in 1..4", pw);
-    auto ls = launch_shape("matmul_ws_sm80", p, d);
-    if (ls.threads > 1024) return fmt::format("{} threads per block exceed 1024", ls.threads);
-    return smem_fits(ls.dynamic_smem, target);
-  };
-  k.check_shape = [](const Params&, const Shape& s) -> Reason { return shape_k8_n8(s); };
-  return k;
+  return KernelDeclBuilder("cuda", "matmul_ws_sm80")
+      .source("cuda/matmul_ws_sm80.cu", kMmaHeaders)
+      .description("warp-specialized GEMM, Ampere form: PRODUCERS cp.async warps fill a STAGES ring, mma.sync "
+                   "consumer warps; named barriers (bar.sync/bar.arrive) per stage")
+      .int_param("BM", 128, "rows per block")
+      .int_param("BN", 128, "columns per block")
+      .int_param("BK", 32, "depth per stage")
+      .int_param("WM", 64, "rows per consumer warp")
+      .int_param("WN", 32, "columns per consumer warp")
+      .int_param("STAGES", 4, "ring slots (2..7)")
+      .int_param("PRODUCERS", 1, "producer warps")
+      .dtypes({DType::bf16, DType::f16})
+      .defaults_config("best")
+      .config("small", {{"BM", 64}, {"BN", 64}, {"WM", 32}, {"STAGES", 3}})
+      .config("wide", {{"BN", 256}, {"WN", 64}, {"STAGES", 3}, {"PRODUCERS", 2}})
+      .check_params(check_ws_sm80)
+      .check_shape(check_shape_k8_n8);
 }
 
 KernelDecl matmul_ws_sm90() {
-  KernelDecl k;
-  k.name = "matmul_ws_sm90";
-  k.backend = "cuda";
-  k.source = "cuda/matmul_ws_sm90.cu";
-  k.extra_sources = {"common/kb_portability.h", "common/kb_portability_cuda.h"};
-  k.description =
-      "warp-specialized Hopper GEMM: TMA producer warpgroup, STAGES-slot mbarrier ring, 2 consumer warpgroups "
-      "with wgmma m64n64k16, setmaxnreg; BM=128, BK=64, B uploaded transposed; optional persistent tiles";
-  k.params = {int_param("BN", 128, "columns per block (64..256, multiple of 64)"),
-              int_param("STAGES", 4, "ring slots (2..8)"),
-              int_param("PERSISTENT", 0, "1: grid = min(tiles, SMs), blocks stride over tiles")};
-  k.dtypes = {DType::bf16, DType::f16};
-  k.configs = {{"best", {{"BN", 128}, {"STAGES", 4}, {"PERSISTENT", 0}}},
-               {"persistent", {{"BN", 128}, {"STAGES", 4}, {"PERSISTENT", 1}}},
-               {"wide", {{"BN", 256}, {"STAGES", 3}, {"PERSISTENT", 1}}}};
-  k.check_params = [](const Params& p, DType d, const std::string& target) -> Reason {
-    if (d == DType::f32) return "wgmma kernel takes bf16/f16 inputs only";
-    if (!target.empty()) {
-      auto a = arch_limits(target);
-      if (a.sm != 90 || !a.arch_specific)
-        return fmt::format("needs sm_90a (wgmma, setmaxnreg, TMA), target is {}", target);
-    }
-    int64_t bn = p.get_int("BN"), st = p.get_int("STAGES"), pe = p.get_int("PERSISTENT");
-    if (bn < 64 || bn > 256 || bn % 64) return fmt::format("BN={} must be 64, 128, 192 or 256", bn);
-    if (st < 2 || st > 8) return fmt::format("STAGES={} must be in 2..8", st);
-    if (pe != 0 && pe != 1) return fmt::format("PERSISTENT={} must be 0 or 1", pe);
-    return smem_fits(launch_shape("matmul_ws_sm90", p, d).dynamic_smem, target.empty() ? "sm_90a" : target);
-  };
-  k.check_shape = [](const Params&, const Shape& s) -> Reason { return shape_k8_n8(s); };
-  return k;
+  return KernelDeclBuilder("cuda", "matmul_ws_sm90")
+      .source("cuda/matmul_ws_sm90.cu", {"common/kb_portability.h", "common/kb_portability_cuda.h"})
+      .description("warp-specialized Hopper GEMM: TMA producer warpgroup, STAGES-slot mbarrier ring, 2 consumer "
+                   "warpgroups with wgmma m64n64k16, setmaxnreg; BM=128, BK=64, B uploaded transposed; optional "
+                   "persistent tiles")
+      .int_param("BN", 128, "columns per block (64..256, multiple of 64)")
+      .int_param("STAGES", 4, "ring slots (2..8)")
+      .int_param("PERSISTENT", 0, "1: grid = min(tiles, SMs), blocks stride over tiles")
+      .dtypes({DType::bf16, DType::f16})
+      .defaults_config("best")
+      .config("persistent", {{"PERSISTENT", 1}})
+      .config("wide", {{"BN", 256}, {"STAGES", 3}, {"PERSISTENT", 1}})
+      .check_params(check_ws_sm90)
+      .check_shape(check_shape_k8_n8);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <utility>
+
 #include <fmt/format.h>
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/BinaryFormat/MsgPackDocument.h>
@@ -31,6 +33,20 @@ const AmdgpuKernelInfo* AmdgpuCodeObject::find(const std::string& kernel_name) c
     if (k.name == kernel_name) return &k;
   return nullptr;
 }
+
+// The integer fields of a kernel's metadata map, by key (a missing key reads as 0).
+const std::pair<const char*, int64_t AmdgpuKernelInfo::*> kIntegerFields[] = {
+    {".vgpr_count", &AmdgpuKernelInfo::vgpr_count},
+    {".agpr_count", &AmdgpuKernelInfo::agpr_count},
+    {".sgpr_count", &AmdgpuKernelInfo::sgpr_count},
+    {".vgpr_spill_count", &AmdgpuKernelInfo::vgpr_spill_count},
+    {".sgpr_spill_count", &AmdgpuKernelInfo::sgpr_spill_count},
+    {".group_segment_fixed_size", &AmdgpuKernelInfo::group_segment_bytes},
+    {".private_segment_fixed_size", &AmdgpuKernelInfo::private_segment_bytes},
+    {".kernarg_segment_size", &AmdgpuKernelInfo::kernarg_segment_bytes},
+    {".max_flat_workgroup_size", &AmdgpuKernelInfo::max_flat_workgroup_size},
+    {".wavefront_size", &AmdgpuKernelInfo::wavefront_size},
+};
 
 AmdgpuCodeObject read_amdgpu_code_object(const ElfFile& elf) {
   using namespace llvm;
@@ -75,16 +91,7 @@ AmdgpuCodeObject read_amdgpu_code_object(const ElfFile& elf) {
     };
     k.name = str(".name");
     k.symbol = str(".symbol");
-    k.vgpr_count = num(".vgpr_count");
-    k.agpr_count = num(".agpr_count");
-    k.sgpr_count = num(".sgpr_count");
-    k.vgpr_spill_count = num(".vgpr_spill_count");
-    k.sgpr_spill_count = num(".sgpr_spill_count");
-    k.group_segment_bytes = num(".group_segment_fixed_size");
-    k.private_segment_bytes = num(".private_segment_fixed_size");
-    k.kernarg_segment_bytes = num(".kernarg_segment_size");
-    k.max_flat_workgroup_size = num(".max_flat_workgroup_size");
-    k.wavefront_size = num(".wavefront_size");
+    for (const auto& [key, field] : kIntegerFields) k.*field = num(key);
     out.kernels.push_back(std::move(k));
   }
   return out;

@@ -89,18 +89,9 @@ std::vector<std::string> version_argv(const Toolchain& tc) {
   return {tc.compiler, "--version"};
 }
 
-std::string dtype_macro(DType d) {
-  switch (d) {
-    case DType::f32: return "-DKB_DTYPE_F32=1";
-    case DType::f16: return "-DKB_DTYPE_F16=1";
-    case DType::bf16: return "-DKB_DTYPE_BF16=1";
-  }
-  return "";
-}
-
 std::vector<std::string> kernel_defines(const CompileRequest& req) {
-  std::vector<std::string> d = {"-DKB_HIP=1", dtype_macro(req.dtype)};
-  for (const auto& [n, v] : req.params.values()) d.push_back(fmt::format("-DKB_{}={}", n, to_string(v)));
+  std::vector<std::string> d = {"-DKB_HIP=1", dtype_define(req.dtype)};
+  for (auto& p : param_defines(req.params)) d.push_back(p);
   return d;
 }
 
@@ -234,25 +225,22 @@ class HipBackend : public Backend {
     const HipApi* api = hip_api(&why);
     if (!api) throw EnvError(fmt::format("toolchain '{}': {}", tc.name, why));
     if (!api->has_hiprtc) throw EnvError(fmt::format("toolchain '{}': {} has no hiprtc", tc.name, api->library_path));
-    Hasher h;
-    h.add("kbisect-toolchain-v1").add(tc.backend).add(tc.kind).add(tc.target);
-    for (const auto& f : tc.flags) h.add(f);
-    for (const auto& [k, v] : tc.env) h.add(k).add(v);
-    h.add("libamdhip64").add(sha256_file(api->library_path));
-    // comgr does the compiling; libamdhip64 loads it on first use from its own directory. Hash that file
-    // without loading it here: comgr brings its own libLLVM, whose command-line options collide with
-    // the libLLVM this program links unless libamdhip64 loads it its own way.
-    std::string comgr = (fs::path(api->library_path).parent_path() / "libamd_comgr.so.2").string();
-    std::error_code ec;
-    if (auto real = fs::canonical(comgr, ec); !ec) h.add("comgr").add(real.string()).add(sha256_file(real.string()));
-    else h.add("comgr-not-found");
-    int major = 0, minor = 0;
-    if (api->hiprtcVersion(&major, &minor) != HIPRTC_SUCCESS) major = minor = -1;
-    int runtime = 0;
-    if (api->hipRuntimeGetVersion(&runtime) != hipSuccess) runtime = -1;
-    tc.version_text = fmt::format("hiprtc {}.{} (HIP runtime {}, {})", major, minor, runtime, api->library_path);
-    h.add(tc.version_text);
-    tc.identity = h.hex();
+    identify_toolchain(tc, [&](Hasher& h) {
+      h.add("libamdhip64").add(sha256_file(api->library_path));
+      // comgr does the compiling; libamdhip64 loads it on first use from its own directory. Hash that file
+      // without loading it here: comgr brings its own libLLVM, whose command-line options collide with
+      // the libLLVM this program links unless libamdhip64 loads it its own way.
+      std::string comgr = (fs::path(api->library_path).parent_path() / "libamd_comgr.so.2").string();
+      std::error_code ec;
+      if (auto real = fs::canonical(comgr, ec); !ec) h.add("comgr").add(real.string()).add(sha256_file(real.string()));
+      else h.add("comgr-not-found");
+      int major = 0, minor = 0;
+      if (api->hiprtcVersion(&major, &minor) != HIPRTC_SUCCESS) major = minor = -1;
+      int runtime = 0;
+      if (api->hipRuntimeGetVersion(&runtime) != hipSuccess) runtime = -1;
+      tc.version_text = fmt::format("hiprtc {}.{} (HIP runtime {}, {})", major, minor, runtime, api->library_path);
+      h.add(tc.version_text);
+    });
   }
 
   Artifact compile(const CompileRequest& req) override {
@@ -283,18 +271,7 @@ class HipBackend : public Backend {
     }
     double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    Artifact a;
-    a.kernel = k.name;
-    a.backend = "hip";
-    a.params = req.params;
-    a.dtype = req.dtype;
-    a.toolchain = tc.name;
-    a.toolchain_identity = tc.identity;
-    a.target = tc.target;
-    a.binary_path = out;
-    a.entry = "kb_" + k.name;
-    a.compile_s = compile_s;
-    a.log = tail(log, req.log_limit);
+    Artifact a = make_artifact(req, out, "kb_" + k.name, compile_s, log);
     auto elf = ElfFile::open(out);
     a.code_hash = hip_code_hash(elf);
     a.code_bytes = hip_code_bytes(elf);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend.h"
+#include "backends/half_bits.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_kernels.h"
 #include "core/error.h"
@@ -15,34 +16,6 @@
 namespace kb {
 
 namespace {
-
-// Inputs arrive as fp32 already rounded to the dtype, so these conversions are exact.
-uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t(u >> 16);
-}
-
-uint16_t f16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
-  uint32_t exp = (u >> 23) & 0xffu, man = u & 0x7fffffu;
-  if (exp == 0xff) return uint16_t(sign | 0x7c00u | (man ? 0x200u : 0u));  // inf / nan
-  int e = int(exp) - 127 + 15;
-  if (e >= 0x1f) return uint16_t(sign | 0x7c00u);                             // overflow -> inf
-  if (e <= 0) {                                                               // subnormal or zero
-    if (e < -10) return sign;
-    man |= 0x800000u;
-    int shift = 14 - e;
-    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return uint16_t(sign | half);
-  }
-  uint32_t half = (uint32_t(e) << 10) | (man >> 13), rem = man & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // round to nearest even (may carry to inf)
-  return uint16_t(sign | half);
-}
 
 class HipExecutable : public Executable {
  public:
@@ -143,8 +116,7 @@ class HipExecutable : public Executable {
     if (art_.dtype == DType::f32) {
       bytes.assign(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
     } else {
-      std::vector<uint16_t> h(x.size());
-      for (size_t i = 0; i < x.size(); ++i) h[i] = art_.dtype == DType::bf16 ? bf16_bits(x[i]) : f16_bits(x[i]);
+      std::vector<uint16_t> h = to_16bit(x, art_.dtype);
       bytes.assign(reinterpret_cast<const char*>(h.data()), h.size() * sizeof(uint16_t));
     }
     KB_HIP_CALL(api_, hipMalloc, dst, bytes.size());

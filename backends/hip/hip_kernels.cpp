@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "backends/hip/amdgpu_code_object.h"
+#include "backends/kernel_decl.h"
 #include "core/error.h"
 
 namespace kb {
@@ -15,17 +16,6 @@ constexpr int64_t kWave = 64;
 constexpr int64_t kLdsBudget = 65536;
 constexpr int64_t kPad16 = 8;  // kernels/hip/kb_hip_gemm.h kPad16
 constexpr int64_t kPadF32 = 4;  // matmul_tiled.hip f32 LDA/LDB padding
-
-ParamSpec int_param(const char* name, int64_t def, const char* help) { return {name, ParamKind::Int, def, help}; }
-
-Params tiled_config(int64_t bm, int64_t bn, int64_t bk, int64_t mfma, int64_t db) {
-  return {{"BM", bm}, {"BN", bn}, {"BK", bk}, {"WM", 2}, {"WN", 2}, {"MFMA", mfma}, {"DB", db}, {"OCC", 0}};
-}
-
-Params ws_config(int64_t bm, int64_t bn, int64_t stages, int64_t pw, int64_t cwm, int64_t cwn, int64_t mfma) {
-  return {{"BM", bm},   {"BN", bn},   {"BK", 32},     {"STAGES", stages}, {"PW", pw},
-          {"CWM", cwm}, {"CWN", cwn}, {"MFMA", mfma}, {"OCC", 0}};
-}
 
 // The targets these kernels are written for: wave64 CDNA2/CDNA3 with the bf16_1k MFMA forms.
 std::optional<std::string> check_target(const std::string& kernel, const std::string& target) {
@@ -53,12 +43,6 @@ std::optional<std::string> check_occ(const Params& p) {
   return std::nullopt;
 }
 
-std::optional<std::string> check_positive(const Params& p, std::initializer_list<const char*> names) {
-  for (const char* n : names)
-    if (p.get_int(n) <= 0) return fmt::format("{}={} must be positive", n, p.get_int(n));
-  return std::nullopt;
-}
-
 // K and N feed 16-byte vector loads (8 x 16-bit, 4 x fp32 elements).
 std::optional<std::string> check_shape_vec8(const Params&, const Shape& s) {
   if (s.M <= 0 || s.N <= 0 || s.K <= 0) return fmt::format("shape {} must be positive", s.str());
@@ -68,99 +52,97 @@ std::optional<std::string> check_shape_vec8(const Params&, const Shape& s) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_tiled(const Params& p, DType d, const std::string& target) {
+  if (auto why = check_positive(p, {"BM", "BN", "BK", "WM", "WN"})) return why;
+  if (auto why = check_occ(p)) return why;
+  if (auto why = check_target("matmul_tiled", target)) return why;
+  int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK"), wm = p.get_int("WM"),
+          wn = p.get_int("WN"), db = p.get_int("DB");
+  if (db != 0 && db != 1) return fmt::format("DB={} must be 0 or 1", db);
+  if (wm * wn * kWave > 1024) return fmt::format("WM*WN={} waves exceed 16 per workgroup", wm * wn);
+  if (bm % wm || bn % wn) return fmt::format("waves {}x{} do not divide the {}x{} tile", wm, wn, bm, bn);
+  int64_t wtm = bm / wm, wtn = bn / wn;
+  if (d == DType::f32) {
+    if (wtm % 8 || wtn % 8) return fmt::format("f32: wave tile {}x{} must be a multiple of 8x8", wtm, wtn);
+    if (bk % 4 || bn % 4) return fmt::format("f32: BK={} and BN={} must be multiples of 4", bk, bn);
+    if (wtm * wtn / kWave > 256) return fmt::format("f32: {} accumulators per lane", wtm * wtn / kWave);
+  } else {
+    if (auto why = check_mfma(p, wtm, wtn, bk)) return why;
+    if (bk % 8 || bn % 8) return fmt::format("BK={} and BN={} must be multiples of 8", bk, bn);
+  }
+  int64_t lds = hip_kernel_lds_bytes("matmul_tiled", p, d);
+  if (lds > kLdsBudget)
+    return fmt::format("{}: LDS tiles need {} bytes, more than the 64 KiB per workgroup", to_string(d), lds);
+  return std::nullopt;
+}
+
+std::optional<std::string> check_ws(const Params& p, DType d, const std::string& target) {
+  if (d == DType::f32) return std::string("matmul_ws is an MFMA kernel: f16 or bf16 only");
+  if (auto why = check_positive(p, {"BM", "BN", "BK", "STAGES", "PW", "CWM", "CWN"})) return why;
+  if (auto why = check_occ(p)) return why;
+  if (auto why = check_target("matmul_ws", target)) return why;
+  int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK"), stages = p.get_int("STAGES"),
+          pw = p.get_int("PW"), cwm = p.get_int("CWM"), cwn = p.get_int("CWN");
+  if (stages < 2 || stages > 8) return fmt::format("STAGES={} must be in 2..8", stages);
+  if (pw > 4) return fmt::format("PW={} producer waves: at most 4", pw);
+  if ((pw + cwm * cwn) * kWave > 1024)
+    return fmt::format("{} producer + {} consumer waves exceed 16 per workgroup", pw, cwm * cwn);
+  if (bm % cwm || bn % cwn) return fmt::format("consumer waves {}x{} do not divide the {}x{} tile", cwm, cwn, bm, bn);
+  if (auto why = check_mfma(p, bm / cwm, bn / cwn, bk)) return why;
+  if (bk % 8 || bn % 8) return fmt::format("BK={} and BN={} must be multiples of 8", bk, bn);
+  int64_t lds = hip_kernel_lds_bytes("matmul_ws", p, d);
+  if (lds > kLdsBudget)
+    return fmt::format("ring of {} slots needs {} bytes of LDS, more than the 64 KiB per workgroup", stages, lds);
+  return std::nullopt;
+}
+
+const std::vector<std::string> kHeaders = {"hip/kb_hip_gemm.h", "common/kb_portability.h",
+                                           "common/kb_portability_hip.h"};
+constexpr const char* kOccHelp = "minimum waves per SIMD asked of the register allocator (0 = compiler's)";
+
 KernelDecl matmul_tiled() {
-  KernelDecl k;
-  k.name = "matmul_tiled";
-  k.backend = "hip";
-  k.source = "hip/matmul_tiled.hip";
-  k.extra_sources = {"hip/kb_hip_gemm.h", "common/kb_portability.h", "common/kb_portability_hip.h"};
-  k.description =
-      "tiled GEMM for CDNA: f16/bf16 on MFMA (32x32x8 or 16x16x16), f32 SIMT; LDS double buffering (DB=1)";
-  k.params = {int_param("BM", 128, "rows of C per workgroup"),
-              int_param("BN", 128, "columns of C per workgroup"),
-              int_param("BK", 32, "depth of one LDS tile"),
-              int_param("WM", 2, "waves along M"),
-              int_param("WN", 2, "waves along N"),
-              int_param("MFMA", 32, "MFMA form: 32 = 32x32x8, 16 = 16x16x16 (f16/bf16)"),
-              int_param("DB", 1, "1 = double-buffered LDS (one barrier per K tile), 0 = single buffer"),
-              int_param("OCC", 0, "minimum waves per SIMD asked of the register allocator (0 = compiler's)")};
-  k.dtypes = {DType::f32, DType::f16, DType::bf16};
-  k.configs = {{"best", tiled_config(128, 128, 32, 32, 1)},
-               {"mfma16", tiled_config(128, 128, 32, 16, 1)},
-               {"small", tiled_config(64, 64, 16, 16, 1)},
-               {"large", tiled_config(256, 128, 32, 32, 1)},
-               {"single_buffer", tiled_config(128, 128, 32, 32, 0)}};
-  k.check_params = [](const Params& p, DType d, const std::string& target) -> std::optional<std::string> {
-    if (auto why = check_positive(p, {"BM", "BN", "BK", "WM", "WN"})) return why;
-    if (auto why = check_occ(p)) return why;
-    if (auto why = check_target("matmul_tiled", target)) return why;
-    int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK"), wm = p.get_int("WM"),
-            wn = p.get_int("WN"), db = p.get_int("DB");
-    if (db != 0 && db != 1) return fmt::format("DB={} must be 0 or 1", db);
-    if (wm * wn * kWave > 1024) return fmt::format("WM*WN={} waves exceed 16 per workgroup", wm * wn);
-    if (bm % wm || bn % wn) return fmt::format("waves {}x{} do not divide the {}x{} tile", wm, wn, bm, bn);
-    int64_t wtm = bm / wm, wtn = bn / wn;
-    if (d == DType::f32) {
-      if (wtm % 8 || wtn % 8) return fmt::format("f32: wave tile {}x{} must be a multiple of 8x8", wtm, wtn);
-      if (bk % 4 || bn % 4) return fmt::format("f32: BK={} and BN={} must be multiples of 4", bk, bn);
-      if (wtm * wtn / kWave > 256) return fmt::format("f32: {} accumulators per lane", wtm * wtn / kWave);
-    } else {
-      if (auto why = check_mfma(p, wtm, wtn, bk)) return why;
-      if (bk % 8 || bn % 8) return fmt::format("BK={} and BN={} must be multiples of 8", bk, bn);
-    }
-    int64_t lds = hip_kernel_lds_bytes("matmul_tiled", p, d);
-    if (lds > kLdsBudget)
-      return fmt::format("{}: LDS tiles need {} bytes, more than the 64 KiB per workgroup", to_string(d), lds);
-    return std::nullopt;
-  };
-  k.check_shape = check_shape_vec8;
-  return k;
+  return KernelDeclBuilder("hip", "matmul_tiled")
+      .source("hip/matmul_tiled.hip", kHeaders)
+      .description("tiled GEMM for CDNA: f16/bf16 on MFMA (32x32x8 or 16x16x16), f32 SIMT; LDS double buffering (DB=1)")
+      .int_param("BM", 128, "rows of C per workgroup")
+      .int_param("BN", 128, "columns of C per workgroup")
+      .int_param("BK", 32, "depth of one LDS tile")
+      .int_param("WM", 2, "waves along M")
+      .int_param("WN", 2, "waves along N")
+      .int_param("MFMA", 32, "MFMA form: 32 = 32x32x8, 16 = 16x16x16 (f16/bf16)")
+      .int_param("DB", 1, "1 = double-buffered LDS (one barrier per K tile), 0 = single buffer")
+      .int_param("OCC", 0, kOccHelp)
+      .dtypes({DType::f32, DType::f16, DType::bf16})
+      .defaults_config("best")
+      .config("mfma16", {{"MFMA", 16}})
+      .config("small", {{"BM", 64}, {"BN", 64}, {"BK", 16}, {"MFMA", 16}})
+      .config("large", {{"BM", 256}})
+      .config("single_buffer", {{"DB", 0}})
+      .check_params(check_tiled)
+      .check_shape(check_shape_vec8);
 }
 
 KernelDecl matmul_ws() {
-  KernelDecl k;
-  k.name = "matmul_ws";
-  k.backend = "hip";
-  k.source = "hip/matmul_ws.hip";
-  k.extra_sources = {"hip/kb_hip_gemm.h", "common/kb_portability.h", "common/kb_portability_hip.h"};
-  k.description =
-      "wave-specialized GEMM: PW producer waves stream tiles global->LDS into a STAGES-deep ring, CWMxCWN "
-      "consumer waves run MFMA; hand-off through LDS counters";
-  k.params = {int_param("BM", 128, "rows of C per workgroup"),
-              int_param("BN", 128, "columns of C per workgroup"),
-              int_param("BK", 32, "depth of one ring slot"),
-              int_param("STAGES", 3, "ring slots"),
-              int_param("PW", 1, "producer waves"),
-              int_param("CWM", 2, "consumer waves along M"),
-              int_param("CWN", 2, "consumer waves along N"),
-              int_param("MFMA", 32, "MFMA form: 32 = 32x32x8, 16 = 16x16x16"),
-              int_param("OCC", 0, "minimum waves per SIMD asked of the register allocator (0 = compiler's)")};
-  k.dtypes = {DType::f16, DType::bf16};
-  k.configs = {{"best", ws_config(128, 128, 3, 1, 2, 2, 32)},
-               {"deep", ws_config(64, 128, 4, 2, 2, 2, 32)},
-               {"mfma16", ws_config(128, 128, 2, 1, 2, 2, 16)},
-               {"wide", ws_config(128, 256, 2, 2, 2, 4, 32)}};
-  k.check_params = [](const Params& p, DType d, const std::string& target) -> std::optional<std::string> {
-    if (d == DType::f32) return std::string("matmul_ws is an MFMA kernel: f16 or bf16 only");
-    if (auto why = check_positive(p, {"BM", "BN", "BK", "STAGES", "PW", "CWM", "CWN"})) return why;
-    if (auto why = check_occ(p)) return why;
-    if (auto why = check_target("matmul_ws", target)) return why;
-    int64_t bm = p.get_int("BM"), bn = p.get_int("BN"), bk = p.get_int("BK"), stages = p.get_int("STAGES"),
-            pw = p.get_int("PW"), cwm = p.get_int("CWM"), cwn = p.get_int("CWN");
-    if (stages < 2 || stages > 8) return fmt::format("STAGES={} must be in 2..8", stages);
-    if (pw > 4) return fmt::format("PW={} producer waves: at most 4", pw);
-    if ((pw + cwm * cwn) * kWave > 1024)
-      return fmt::format("{} producer + {} consumer waves exceed 16 per workgroup", pw, cwm * cwn);
-    if (bm % cwm || bn % cwn) return fmt::format("consumer waves {}x{} do not divide the {}x{} tile", cwm, cwn, bm, bn);
-    if (auto why = check_mfma(p, bm / cwm, bn / cwn, bk)) return why;
-    if (bk % 8 || bn % 8) return fmt::format("BK={} and BN={} must be multiples of 8", bk, bn);
-    int64_t lds = hip_kernel_lds_bytes("matmul_ws", p, d);
-    if (lds > kLdsBudget)
-      return fmt::format("ring of {} slots needs {} bytes of LDS, more than the 64 KiB per workgroup", stages, lds);
-    return std::nullopt;
-  };
-  k.check_shape = check_shape_vec8;
-  return k;
+  return KernelDeclBuilder("hip", "matmul_ws")
+      .source("hip/matmul_ws.hip", kHeaders)
+      .description("wave-specialized GEMM: PW producer waves stream tiles global->LDS into a STAGES-deep ring, "
+                   "CWMxCWN consumer waves run MFMA; hand-off through LDS counters")
+      .int_param("BM", 128, "rows of C per workgroup")
+      .int_param("BN", 128, "columns of C per workgroup")
+      .int_param("BK", 32, "depth of one ring slot")
+      .int_param("STAGES", 3, "ring slots")
+      .int_param("PW", 1, "producer waves")
+      .int_param("CWM", 2, "consumer waves along M")
+      .int_param("CWN", 2, "consumer waves along N")
+      .int_param("MFMA", 32, "MFMA form: 32 = 32x32x8, 16 = 16x16x16")
+      .int_param("OCC", 0, kOccHelp)
+      .dtypes({DType::f16, DType::bf16})
+      .defaults_config("best")
+      .config("deep", {{"BM", 64}, {"STAGES", 4}, {"PW", 2}})
+      .config("mfma16", {{"STAGES", 2}, {"MFMA", 16}})
+      .config("wide", {{"BN", 256}, {"STAGES", 2}, {"PW", 2}, {"CWN", 4}})
+      .check_params(check_ws)
+      .check_shape(check_shape_vec8);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "backends/cache.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "tests/backends/compile_request.h"
 
 using namespace kb;
 
@@ -16,13 +17,7 @@ Toolchain preset(const std::string& name) {
 }
 
 CompileRequest request(const KernelDecl& k, const Toolchain& tc, Params p = {}, DType d = DType::f32) {
-  CompileRequest r;
-  r.kernel = &k;
-  r.params = k.complete(p);
-  r.dtype = d;
-  r.toolchain = &tc;
-  r.kernel_dir = kernel_dir();
-  return r;
+  return test::compile_request(k, tc, p, d);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "tests/backends/compile_request.h"
 
 namespace kb {
 namespace {
@@ -57,12 +58,7 @@ struct Compiled {
 };
 
 Compiled compile(const KernelDecl& k, const Params& p, DType d, const Toolchain& tc) {
-  CompileRequest req;
-  req.kernel = &k;
-  req.params = k.complete(p);
-  req.dtype = d;
-  req.toolchain = &tc;
-  req.kernel_dir = kernel_dir();
+  CompileRequest req = test::compile_request(k, tc, p, d);
   req.out_dir = temp_dir("kb-cuda-test");
   Compiled c;
   try {

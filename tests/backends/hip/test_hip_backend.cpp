@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "tests/backends/compile_request.h"
 
 namespace kb {
 namespace {
@@ -61,12 +62,7 @@ Params config(const KernelDecl& k, const std::string& name) {
 
 // A compile straight through the backend (no cache), into its own temporary directory.
 Artifact compile(const Toolchain& tc, const KernelDecl& k, const Params& p, DType d, const std::string& dir) {
-  CompileRequest req;
-  req.kernel = &k;
-  req.params = k.complete(p);
-  req.dtype = d;
-  req.toolchain = &tc;
-  req.kernel_dir = kernel_dir();
+  CompileRequest req = test::compile_request(k, tc, p, d);
   req.out_dir = dir;
   req.timeout_s = 300;
   return hip().compile(req);

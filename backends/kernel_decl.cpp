@@ -1,0 +1,69 @@
+#include "backends/kernel_decl.h"
+
+#include <fmt/format.h>
+
+namespace kb {
+
+KernelDeclBuilder::KernelDeclBuilder(std::string backend, std::string name) {
+  decl_.backend = std::move(backend);
+  decl_.name = std::move(name);
+  decl_.check_shape = [](const Params&, const Shape&) -> std::optional<std::string> { return std::nullopt; };
+}
+
+KernelDeclBuilder& KernelDeclBuilder::source(std::string path, std::vector<std::string> headers) {
+  decl_.source = std::move(path);
+  decl_.extra_sources = std::move(headers);
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::description(std::string text) {
+  decl_.description = std::move(text);
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::int_param(std::string name, int64_t default_value, std::string help) {
+  decl_.params.push_back({std::move(name), ParamKind::Int, default_value, std::move(help)});
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::dtypes(std::vector<DType> d) {
+  decl_.dtypes = std::move(d);
+  return *this;
+}
+
+Params KernelDeclBuilder::defaults() const {
+  Params p;
+  for (const auto& spec : decl_.params) p.set(spec.name, spec.default_value);
+  return p;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::defaults_config(std::string name) {
+  decl_.configs.emplace_back(std::move(name), defaults());
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::config(std::string name,
+                                             std::initializer_list<std::pair<const std::string, ParamValue>> set) {
+  Params p = defaults();
+  for (const auto& [k, v] : set) p.set(k, v);
+  decl_.configs.emplace_back(std::move(name), std::move(p));
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::check_params(ParamsCheck f) {
+  decl_.check_params = std::move(f);
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::check_shape(ShapeCheck f) {
+  decl_.check_shape = std::move(f);
+  return *this;
+}
+
+std::optional<std::string> check_positive(const Params& p, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (p.get_int(n) <= 0) return fmt::format("{}={} must be positive", n, p.get_int(n));
+  return std::nullopt;
+}
+
+}  // namespace kb
