@@ -9,6 +9,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/command.h"
+#include "cli/terminal_log.h"
 #include "harness/ab.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -32,6 +33,15 @@ struct Args {
   uint64_t seed = 1;
 };
 
+// The flags are checked here so that messages name them; the library checks the same values by field name.
+void check_flags(const AbOptions& o) {
+  if (!(o.threshold > 0 && o.threshold < 1)) throw InputError(fmt::format("--threshold {} must be in (0, 1)", o.threshold));
+  if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("--alpha {} must be in (0, 0.5)", o.alpha));
+  if (!(o.budget_s > 0)) throw InputError(fmt::format("--budget-s {} must be positive", o.budget_s));
+  if (o.pairs_per_block == 1 || o.pairs_per_block < 0)
+    throw InputError(fmt::format("--block-pairs {} must be 0 (one load) or at least 2", o.pairs_per_block));
+}
+
 int run(const Args& a) {
   if (a.toolchains.size() != 2)
     throw InputError(fmt::format("ab needs exactly two --toolchain options (got {})", a.toolchains.size()));
@@ -48,9 +58,10 @@ int run(const Args& a) {
   o.out_dir = a.out;
   o.filter = a.filter;
   o.seed = a.seed;
-  o.progress = progress_enabled();
+  o.log = &progress_log();
   if (a.format != "table" && a.format != "md" && a.format != "json")
     throw InputError(fmt::format("--format: unknown format '{}' (table, md, json)", a.format));
+  check_flags(o);
   auto r = run_ab(o);
   if (a.format == "table") std::cout << render_table(r.comparison);
   else if (a.format == "md") std::cout << render_markdown(r.comparison);

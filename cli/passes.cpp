@@ -10,6 +10,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/command.h"
+#include "cli/terminal_log.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "passes/passes.h"
@@ -38,7 +39,7 @@ int run(const Args& a) {
   o.probe_budget_s = a.budget_s;
   o.max_pairs = a.max_pairs;
   o.seed = a.seed;
-  if (progress_enabled()) o.log = [](const std::string& s) { std::cerr << s << "\n"; };
+  o.log = &progress_log();
   auto r = run_passes(o);
   if (!a.out.empty()) {
     make_dirs(a.out);

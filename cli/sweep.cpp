@@ -7,6 +7,7 @@
 
 #include "cli/exit_codes.h"
 #include "cli/command.h"
+#include "cli/terminal_log.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "harness/printers.h"
@@ -46,7 +47,7 @@ int run(const Opts& o) {
   // The shard's plan goes next to its results first, so a merge can tell an unfinished shard from a
   // missing one.
   if (shard) write_file_atomic(dir + "/shard.json", shard->to_json().dump(2) + "\n");
-  RunResults res = run_sweep(sw, dir + "/results.json", progress_enabled());
+  RunResults res = run_sweep(sw, dir + "/results.json", progress_log());
   if (!res.extra.is_object()) res.extra = nlohmann::json::object();
   res.extra["case_list_hash"] = list_hash;
   if (shard) res.extra["shard"] = shard->to_json();

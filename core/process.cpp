@@ -90,14 +90,8 @@ struct Pipe {
   void close_both() { close_end(0); close_end(1); }
 };
 
-}  // namespace
-
-RunResult run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
-  if (argv.empty()) throw InputError("run_process: empty argv");
-  std::string exe = which(argv[0]);
-  if (exe.empty()) throw EnvError(fmt::format("program not found: {}", argv[0]));
-
-  // Environment: inherited, minus unset, plus set.
+// Environment: inherited, minus unset, plus set.
+std::vector<std::string> child_environment(const RunOptions& opts) {
   std::set<std::string> drop(opts.env_unset.begin(), opts.env_unset.end());
   for (const auto& [k, v] : opts.env_set) drop.insert(k);
   std::vector<std::string> env_strings;
@@ -107,15 +101,23 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
     if (!drop.count(k)) env_strings.push_back(kv);
   }
   for (const auto& [k, v] : opts.env_set) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> argvp;
-  for (auto& s : args) argvp.push_back(s.data());
-  argvp.push_back(nullptr);
+  return env_strings;
+}
 
-  Pipe out, err, in;
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Starts the child in its own process group with stdin/stdout/stderr on the pipes and default signals.
+pid_t spawn_child(const std::string& exe, const std::vector<std::string>& argv, const RunOptions& opts, Pipe& in,
+                  Pipe& out, Pipe& err) {
+  std::vector<std::string> env_strings = child_environment(opts);
+  std::vector<char*> envp = c_strings(env_strings);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argvp = c_strings(args);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   if (opts.stdin_data) {
@@ -138,31 +140,27 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
   sigaddset(&def, SIGINT);
   sigaddset(&def, SIGTERM);
   posix_spawnattr_setsigdefault(&attr, &def);
-
-  auto t0 = std::chrono::steady_clock::now();
   pid_t pid = 0;
   int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argvp.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    throw EnvError(fmt::format("cannot start {}: {}", argv_to_display(argv), strerror(rc)));
-  }
-  out.close_end(1);
-  err.close_end(1);
-  in.close_end(0);
+  if (rc != 0) throw EnvError(fmt::format("cannot start {}: {}", argv_to_display(argv), strerror(rc)));
+  return pid;
+}
 
-  RunResult res;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Feeds stdin and collects stdout/stderr until both output pipes close, killing the group on timeout.
+void pump_pipes(pid_t pid, const RunOptions& opts, Clock::time_point t0, Pipe& in, Pipe& out, Pipe& err,
+                RunResult& res, bool& killed) {
   size_t in_off = 0;
-  if (!opts.stdin_data) in.close_end(1);
-  else fcntl(in.fd[1], F_SETFL, O_NONBLOCK);
-
-  bool killed = false;
   char buf[65536];
   while (out.fd[0] >= 0 || err.fd[0] >= 0) {
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int wait_ms = 200;
     if (opts.timeout_s > 0 && !killed) {
-      double left = opts.timeout_s - elapsed;
+      double left = opts.timeout_s - seconds_since(t0);
       if (left <= 0) {
         res.timed_out = true;
         killed = true;
@@ -196,23 +194,48 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
       if (in_off >= data.size()) in.close_end(1);
     }
   }
-  // Pipes closed: the child exited or closed them; still enforce the timeout while waiting.
+}
+
+// Pipes closed: the child exited or closed them; still enforce the timeout while waiting.
+int wait_child(pid_t pid, const RunOptions& opts, Clock::time_point t0, RunResult& res, bool& killed) {
   int status = 0;
   for (;;) {
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) break;
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (opts.timeout_s > 0 && elapsed > opts.timeout_s && !killed) {
+    if (opts.timeout_s > 0 && seconds_since(t0) > opts.timeout_s && !killed) {
       res.timed_out = true;
       killed = true;
       kill(-pid, SIGKILL);
     }
     usleep(2000);
   }
+  return status;
+}
+
+}  // namespace
+
+RunResult run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
+  if (argv.empty()) throw InputError("run_process: empty argv");
+  std::string exe = which(argv[0]);
+  if (exe.empty()) throw EnvError(fmt::format("program not found: {}", argv[0]));
+
+  Pipe out, err, in;
+  const auto t0 = Clock::now();
+  const pid_t pid = spawn_child(exe, argv, opts, in, out, err);
+  out.close_end(1);
+  err.close_end(1);
+  in.close_end(0);
+  if (!opts.stdin_data) in.close_end(1);
+  else fcntl(in.fd[1], F_SETFL, O_NONBLOCK);
+
+  RunResult res;
+  bool killed = false;
+  pump_pipes(pid, opts, t0, in, out, err, res, killed);
+  const int status = wait_child(pid, opts, t0, res, killed);
   // Grandchildren left in the group (e.g. a build's daemons) are ended too.
   kill(-pid, SIGKILL);
-  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.wall_s = seconds_since(t0);
   if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) {
     res.signal = WTERMSIG(status);
@@ -221,5 +244,4 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
   if (out.fd[0] >= 0) out.close_end(0);
   return res;
 }
-
 }  // namespace kb

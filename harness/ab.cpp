@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iostream>
 #include <map>
 #include <set>
 
@@ -21,10 +20,6 @@
 namespace kb {
 
 using json = nlohmann::json;
-
-namespace {
-
-}  // namespace
 
 PairOutcome measure_and_decide(Executable& a, Executable& b, const MeasureConfig& measure,
                                const stats::DecisionConfig& decision, double budget_s) {
@@ -132,40 +127,30 @@ PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConf
   return out;
 }
 
-AbRun run_ab(const AbOptions& o) {
+namespace {
+
+void check_ab_options(const AbOptions& o) {
   if (o.toolchain_a.empty() || o.toolchain_b.empty())
     throw InputError("ab needs two toolchains: --toolchain A --toolchain B");
-  if (!(o.threshold > 0 && o.threshold < 1)) throw InputError(fmt::format("--threshold {} must be in (0, 1)", o.threshold));
-  if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("--alpha {} must be in (0, 0.5)", o.alpha));
-  if (!(o.budget_s > 0)) throw InputError(fmt::format("--budget-s {} must be positive", o.budget_s));
+  if (!(o.threshold > 0 && o.threshold < 1)) throw InputError(fmt::format("threshold {} must be in (0, 1)", o.threshold));
+  if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("alpha {} must be in (0, 0.5)", o.alpha));
+  if (!(o.budget_s > 0)) throw InputError(fmt::format("budget_s {} must be positive", o.budget_s));
   if (o.min_pairs < 2 || o.max_pairs < o.min_pairs)
     throw InputError(fmt::format("pairs: need 2 <= min ({}) <= max ({})", o.min_pairs, o.max_pairs));
-
-  SweepOptions sa, sb;
-  sa.toolchains = {o.toolchain_a};
-  sb.toolchains = {o.toolchain_b};
-  sa.filter = sb.filter = o.filter;
-  Sweep wa = load_sweep(o.sweep_file, sa);
-  Sweep wb = load_sweep(o.sweep_file, sb);
-
-  std::map<std::string, const PlannedCase*> bmap;
-  for (const auto& pc : wb.cases) bmap.emplace(case_key(pc), &pc);
-
-  stats::DecisionConfig dcfg;
-  dcfg.threshold = o.threshold;
-  dcfg.alpha = o.alpha;
-  dcfg.min_n = o.min_pairs;
-  dcfg.max_n = o.max_pairs;
-  stats::DecisionConfig bcfg = dcfg;  // block design: looks count blocks
-  bcfg.min_n = o.min_blocks;
-  bcfg.max_n = o.max_blocks;
   if (o.pairs_per_block == 1 || o.pairs_per_block < 0)
-    throw InputError(fmt::format("--block-pairs {} must be 0 (one load) or at least 2", o.pairs_per_block));
+    throw InputError(fmt::format("pairs_per_block {} must be 0 (one load) or at least 2", o.pairs_per_block));
   if (o.pairs_per_block > 0 && (o.min_blocks < 2 || o.max_blocks < o.min_blocks))
     throw InputError(fmt::format("blocks: need 2 <= min ({}) <= max ({})", o.min_blocks, o.max_blocks));
+}
 
-  AbRun run;
-  RunResults& res = run.results;
+Sweep load_side(const AbOptions& o, const std::string& toolchain) {
+  SweepOptions so;
+  so.toolchains = {toolchain};
+  so.filter = o.filter;
+  return load_sweep(o.sweep_file, so);
+}
+
+void describe_ab_environment(RunResults& res, const Sweep& wa, const Sweep& wb) {
   res.kind = "ab";
   res.name = wa.name;
   res.sweep_file = wa.file;
@@ -181,103 +166,72 @@ AbRun run_ab(const AbOptions& o) {
                                                {"target", t->target},
                                                {"identity", t->identity},
                                                {"version", t->version_text}});
-  Comparison& cmp = run.comparison;
-  cmp.base_origin = "A = " + o.toolchain_a;
-  cmp.new_origin = "B = " + o.toolchain_b;
-  cmp.method =
-      o.pairs_per_block > 0
-          ? fmt::format(
-                "interleaved in blocks of {} pairs, both sides loaded afresh per block; Hodges-Lehmann of the block "
-                "medians of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} blocks, alpha {}/{} per look; "
-                "budget {} s per case",
-                o.pairs_per_block, o.min_blocks, o.max_blocks, o.alpha, bcfg.looks(), o.budget_s)
-          : fmt::format(
-                "paired, interleaved, one load per side: Hodges-Lehmann of log(B/A) with signed-rank CI, Wilcoxon p; "
-                "looks at {}..{} pairs, alpha {}/{} per look; budget {} s per case",
-                o.min_pairs, o.max_pairs, o.alpha, dcfg.looks(), o.budget_s);
-  cmp.options.threshold = o.threshold;
-  cmp.options.alpha = o.alpha;
-  cmp.options.fail_on_slower = true;
+}
 
+// One ab run in progress: the decision plans, the results so far, and where they are saved.
+struct AbSession {
+  const AbOptions& o;
+  Log& log;
+  AbRun run;
+  stats::DecisionConfig dcfg, bcfg;  // looks on pairs / looks on blocks
   json pairs_json = json::array();
-  const double t_start = now_s();
-  if (!o.out_dir.empty()) {
-    make_dirs(o.out_dir);
-    run.results_path = o.out_dir + "/ab.json";
+  double t_start = now_s();
+  CompileCache cache;
+  ReferenceCache refs;
+
+  void init_comparison() {
+    Comparison& cmp = run.comparison;
+    cmp.base_origin = "A = " + o.toolchain_a;
+    cmp.new_origin = "B = " + o.toolchain_b;
+    cmp.method =
+        o.pairs_per_block > 0
+            ? fmt::format(
+                  "interleaved in blocks of {} pairs, both sides loaded afresh per block; Hodges-Lehmann of the block "
+                  "medians of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} blocks, alpha {}/{} per look; "
+                  "budget {} s per case",
+                  o.pairs_per_block, o.min_blocks, o.max_blocks, o.alpha, bcfg.looks(), o.budget_s)
+            : fmt::format(
+                  "paired, interleaved, one load per side: Hodges-Lehmann of log(B/A) with signed-rank CI, Wilcoxon p; "
+                  "looks at {}..{} pairs, alpha {}/{} per look; budget {} s per case",
+                  o.min_pairs, o.max_pairs, o.alpha, dcfg.looks(), o.budget_s);
+    cmp.options.threshold = o.threshold;
+    cmp.options.alpha = o.alpha;
+    cmp.options.fail_on_slower = true;
   }
-  auto save = [&] {
+
+  void save() {
+    RunResults& res = run.results;
     res.finished = now_iso8601();
     res.wall_s = now_s() - t_start;
-    finish_comparison(cmp);
+    finish_comparison(run.comparison);
     res.extra = {{"toolchains", {o.toolchain_a, o.toolchain_b}},
                  {"threshold", o.threshold},
                  {"alpha", o.alpha},
                  {"budget_s", o.budget_s},
                  {"pairs", pairs_json},
-                 {"comparison", comparison_to_json(cmp)}};
+                 {"comparison", comparison_to_json(run.comparison)}};
     if (!run.results_path.empty()) save_results(res, run.results_path);
-  };
+  }
 
-  CompileCache cache;
-  ReferenceCache refs;
-  std::set<std::string> seen;
-  int index = 0;
-  const int total = int(wa.cases.size());
-  for (const auto& pa : wa.cases) {
-    ++index;
-    const std::string key = case_key(pa);
-    seen.insert(key);
-    CaseComparison cc;
-    cc.key = key;
-    cc.base_toolchain = pa.toolchain->name;
-    auto it = bmap.find(key);
-    if (it == bmap.end()) {
-      cc.reason = "no case for toolchain B";
-      cmp.cases.push_back(cc);
-      continue;
-    }
-    const PlannedCase& pb = *it->second;
-    cc.new_toolchain = pb.toolchain->name;
-    PreparedCase ca = prepare_case(pa, cache, refs);
-    PreparedCase cb = prepare_case(pb, cache, refs);
-    const std::string group = fmt::format("ab-{}", index);
-    if (!ca.ready() || !cb.ready()) {
-      std::string why;
-      if (!ca.ready()) why += fmt::format("A {}: {}", to_string(ca.result.status), ca.result.reason);
-      if (!cb.ready())
-        why += fmt::format("{}B {}: {}", why.empty() ? "" : "; ", to_string(cb.result.status), cb.result.reason);
-      cc.reason = why;
-      res.cases.push_back(ca.result);
-      res.cases.push_back(cb.result);
-      cmp.cases.push_back(cc);
-      save();
-      continue;
-    }
-    if (o.progress)
-      std::cerr << fmt::format("ab case {}/{} {}: measuring (budget {} s)\n", index, total, key, o.budget_s);
-    MeasureConfig mc = pa.measure;
-    mc.seed = o.seed + uint64_t(index);
-    PairOutcome po;
-    try {
-      if (o.pairs_per_block > 0) {
-        // Block design: the loads made for the correctness check are not measured; every block loads again.
-        ca.exe.reset();
-        cb.exe.reset();
-        const PairFactory make = [&](int side) { return side == 0 ? ca.reload() : cb.reload(); };
-        po = measure_and_decide_blocks(make, mc, bcfg, o.budget_s, o.pairs_per_block);
-      } else {
-        po = measure_and_decide(*ca.exe, *cb.exe, mc, dcfg, o.budget_s);
-      }
-    } catch (const Error& e) {
-      ca.result.status = cb.result.status = CaseStatus::failed;
-      ca.result.reason = cb.result.reason = std::string("measurement failed: ") + e.what();
-      cc.reason = ca.result.reason;
-      res.cases.push_back(ca.result);
-      res.cases.push_back(cb.result);
-      cmp.cases.push_back(cc);
-      save();
-      continue;
-    }
+  // A pair that was not measured: both results and the comparison row, with the reason.
+  void record_unmeasured(PreparedCase& ca, PreparedCase& cb, CaseComparison& cc) {
+    run.results.cases.push_back(ca.result);
+    run.results.cases.push_back(cb.result);
+    run.comparison.cases.push_back(cc);
+    save();
+  }
+
+  PairOutcome measure_pair(PreparedCase& ca, PreparedCase& cb, const MeasureConfig& mc) {
+    if (o.pairs_per_block == 0) return measure_and_decide(*ca.exe, *cb.exe, mc, dcfg, o.budget_s);
+    // Block design: the loads made for the correctness check are not measured; every block loads again.
+    ca.exe.reset();
+    cb.exe.reset();
+    const PairFactory make = [&](int side) { return side == 0 ? ca.reload() : cb.reload(); };
+    return measure_and_decide_blocks(make, mc, bcfg, o.budget_s, o.pairs_per_block);
+  }
+
+  void record_pair(const std::string& group, PreparedCase& ca, PreparedCase& cb, CaseComparison& cc,
+                   const PairOutcome& po) {
     record_measurement(ca.result, po.m[0]);
     record_measurement(cb.result, po.m[1]);
     ca.result.conditions.group = cb.result.conditions.group = group;
@@ -288,7 +242,7 @@ AbRun run_ab(const AbOptions& o) {
     const size_t n = std::min(po.m[0].samples_s.size(), po.m[1].samples_s.size());
     json pj = json::array();
     for (size_t i = 0; i < n; ++i) pj.push_back({po.m[0].samples_s[i], po.m[1].samples_s[i]});
-    pairs_json.push_back({{"key", key},
+    pairs_json.push_back({{"key", cc.key},
                           {"group", group},
                           {"a", ca.result.id()},
                           {"b", cb.result.id()},
@@ -298,15 +252,82 @@ AbRun run_ab(const AbOptions& o) {
                           {"block_effects", po.block_effects},
                           {"decision", decision_to_json(po.decision)},
                           {"pairs_s", pj}});
-    if (o.progress)
-      std::cerr << fmt::format("ab case {}/{} {}: {} {:+.2f}% [{:+.2f}%, {:+.2f}%] after {} pairs, {:.1f} s\n", index,
-                               total, key, stats::to_string(po.decision.verdict), 100 * po.decision.effect_pct(),
-                               100 * po.decision.ci_lo_pct(), 100 * po.decision.ci_hi_pct(), po.decision.n_base,
-                               po.wall_s);
-    res.cases.push_back(std::move(ca.result));
-    res.cases.push_back(std::move(cb.result));
-    cmp.cases.push_back(cc);
+    run.results.cases.push_back(std::move(ca.result));
+    run.results.cases.push_back(std::move(cb.result));
+    run.comparison.cases.push_back(cc);
     save();
+  }
+
+  void compare_case(const PlannedCase& pa, const PlannedCase& pb, CaseComparison& cc, int index, int total) {
+    cc.new_toolchain = pb.toolchain->name;
+    PreparedCase ca = prepare_case(pa, cache, refs);
+    PreparedCase cb = prepare_case(pb, cache, refs);
+    if (!ca.ready() || !cb.ready()) {
+      std::string why;
+      if (!ca.ready()) why += fmt::format("A {}: {}", to_string(ca.result.status), ca.result.reason);
+      if (!cb.ready())
+        why += fmt::format("{}B {}: {}", why.empty() ? "" : "; ", to_string(cb.result.status), cb.result.reason);
+      cc.reason = why;
+      return record_unmeasured(ca, cb, cc);
+    }
+    log.line(fmt::format("ab case {}/{} {}: measuring (budget {} s)", index, total, cc.key, o.budget_s));
+    MeasureConfig mc = pa.measure;
+    mc.seed = o.seed + uint64_t(index);
+    PairOutcome po;
+    try {
+      po = measure_pair(ca, cb, mc);
+    } catch (const Error& e) {
+      ca.result.status = cb.result.status = CaseStatus::failed;
+      ca.result.reason = cb.result.reason = std::string("measurement failed: ") + e.what();
+      cc.reason = ca.result.reason;
+      return record_unmeasured(ca, cb, cc);
+    }
+    log.line(fmt::format("ab case {}/{} {}: {} {:+.2f}% [{:+.2f}%, {:+.2f}%] after {} pairs, {:.1f} s", index, total,
+                         cc.key, stats::to_string(po.decision.verdict), 100 * po.decision.effect_pct(),
+                         100 * po.decision.ci_lo_pct(), 100 * po.decision.ci_hi_pct(), po.decision.n_base, po.wall_s));
+    record_pair(fmt::format("ab-{}", index), ca, cb, cc, po);
+  }
+};
+
+}  // namespace
+
+AbRun run_ab(const AbOptions& o) {
+  check_ab_options(o);
+  const Sweep wa = load_side(o, o.toolchain_a);
+  const Sweep wb = load_side(o, o.toolchain_b);
+  std::map<std::string, const PlannedCase*> bmap;
+  for (const auto& pc : wb.cases) bmap.emplace(case_key(pc), &pc);
+
+  AbSession s{o, o.log ? *o.log : quiet_log(), {}, {}, {}};
+  s.dcfg.threshold = o.threshold;
+  s.dcfg.alpha = o.alpha;
+  s.dcfg.min_n = o.min_pairs;
+  s.dcfg.max_n = o.max_pairs;
+  s.bcfg = s.dcfg;  // block design: looks count blocks
+  s.bcfg.min_n = o.min_blocks;
+  s.bcfg.max_n = o.max_blocks;
+  describe_ab_environment(s.run.results, wa, wb);
+  s.init_comparison();
+  if (!o.out_dir.empty()) {
+    make_dirs(o.out_dir);
+    s.run.results_path = o.out_dir + "/ab.json";
+  }
+
+  std::set<std::string> seen;
+  int index = 0;
+  for (const auto& pa : wa.cases) {
+    ++index;
+    CaseComparison cc;
+    cc.key = case_key(pa);
+    cc.base_toolchain = pa.toolchain->name;
+    seen.insert(cc.key);
+    auto it = bmap.find(cc.key);
+    if (it != bmap.end()) {
+      s.compare_case(pa, *it->second, cc, index, int(wa.cases.size()));
+      continue;
+    }
+    cc.reason = "no case for toolchain B";
+    s.run.comparison.cases.push_back(cc);
   }
   for (const auto& pb : wb.cases) {
     const std::string key = case_key(pb);
@@ -315,10 +336,10 @@ AbRun run_ab(const AbOptions& o) {
     cc.key = key;
     cc.new_toolchain = pb.toolchain->name;
     cc.reason = "no case for toolchain A";
-    cmp.cases.push_back(cc);
+    s.run.comparison.cases.push_back(cc);
   }
-  save();
-  return run;
+  s.save();
+  return std::move(s.run);
 }
 
 }  // namespace kb

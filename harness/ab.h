@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/log.h"
 #include "harness/compare.h"
 #include "harness/measure.h"
 #include "harness/results.h"
@@ -63,7 +64,7 @@ struct AbOptions {
   std::string out_dir;       // results written here (atomic) when not empty
   std::string filter;        // regex on case ids
   uint64_t seed = 1;
-  bool progress = false;     // per-case lines on stderr
+  Log* log = nullptr;        // per-case progress lines (none when null)
 };
 
 struct AbRun {

@@ -1,7 +1,6 @@
 #include "harness/runner.h"
 
 #include <chrono>
-#include <iostream>
 
 #include <fmt/format.h>
 
@@ -106,7 +105,7 @@ void record_measurement(CaseResult& r, const Measurement& m) {
   r.summary = summarize(r.samples_s, r.shape.flops());
 }
 
-RunResults run_sweep(const Sweep& sweep, const std::string& results_path, bool progress) {
+RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& log) {
   RunResults res;
   res.kind = "sweep";
   res.name = sweep.name;
@@ -137,11 +136,9 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, bool p
   const size_t n = sweep.cases.size();
   for (size_t i = 0; i < n; ++i) {
     const auto& pc = sweep.cases[i];
-    if (progress) {
-      double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::string eta = i ? fmt::format(" ETA {:.0f}s", el / double(i) * double(n - i)) : "";
-      std::cerr << fmt::format("\r\033[K[{}/{}]{} {}", i + 1, n, eta, pc.c.id()) << std::flush;
-    }
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string eta = i ? fmt::format(" ETA {:.0f}s", el / double(i) * double(n - i)) : "";
+    log.status(fmt::format("[{}/{}]{} {}", i + 1, n, eta, pc.c.id()));
     PreparedCase prep = prepare_case(pc, cache, refs);
     if (prep.ready()) {
       try {
@@ -157,7 +154,7 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, bool p
     res.finished = now_iso8601();
     if (!results_path.empty()) save_results(res, results_path);
   }
-  if (progress) std::cerr << "\r\033[K";
+  log.status("");
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.finished = now_iso8601();
   if (!results_path.empty()) save_results(res, results_path);

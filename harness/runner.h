@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "backends/cache.h"
+#include "core/log.h"
 #include "harness/reference.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
@@ -41,6 +42,6 @@ void record_measurement(CaseResult& r, const Measurement& m);
 
 // Runs a whole sweep, one case after the other, and saves the results after every case (atomic
 // write), so a crash loses at most the case in flight. `progress` prints "case i/N ... ETA" to stderr.
-RunResults run_sweep(const Sweep& sweep, const std::string& results_path, bool progress);
+RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& log = quiet_log());
 
 }  // namespace kb

@@ -150,7 +150,7 @@ PassCrossing search_case(const PlannedCase& pc, const PassesOptions& o) {
   r.toolchain = pc.toolchain->name;
   r.metric = o.metric;
   auto say = [&](const std::string& s) {
-    if (o.log) o.log(fmt::format("{}: {}", r.case_id, s));
+    if (o.log) o.log->line(fmt::format("{}: {}", r.case_id, s));
   };
   PassLab lab(pc, o.metric);
   const bool timed = o.metric == "time";

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/log.h"
 #include "stats/stats.h"
 
 namespace kb {
@@ -51,7 +52,7 @@ struct PassesOptions {
   double probe_budget_s = 20; // measurement time per probe / level check / confirmation
   int min_pairs = 8, max_pairs = 512;
   uint64_t seed = 1;
-  std::function<void(const std::string&)> log;
+  Log* log = nullptr;  // progress lines (none when null)
 };
 
 struct PassProbe {

@@ -82,7 +82,10 @@ TEST(Passes, FindsTheVectorizerForRuntimeOnTheCpuMatmul) {
   o.toolchain = tc;
   o.metric = "time";
   o.probe_budget_s = 10;
-  o.log = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+  struct StderrLog : Log {
+    void line(const std::string& s) override { std::fprintf(stderr, "%s\n", s.c_str()); }
+  } log;
+  o.log = &log;
   auto r = run_passes(o);
   ASSERT_EQ(r.size(), 1u);
   const auto& c = r[0];
