@@ -20,6 +20,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,12 @@ struct Step {
   double level = 0, level_lo = 0, level_hi = 0;
   bool built = false;
   double build_s = 0, wall_s = 0;
+
+  // Takes a measurement's effort (rounds, units, block size, samples, wall time) and marks this measured.
+  void take_effort(const Step& m) {
+    measured = true;
+    std::tie(rounds, units, block_rounds, samples, wall_s) = std::tie(m.rounds, m.units, m.block_rounds, m.samples, m.wall_s);
+  }
 };
 
 // A commit where the metric steps (a culprit, or an improvement when asked for), verified against its parent.

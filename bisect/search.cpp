@@ -169,12 +169,7 @@ void Loop::measure_steps(const Seg& g, const std::vector<size_t>& to_measure, Pi
   for (size_t k = 0; k < to_measure.size(); ++k) {
     const size_t q = to_measure[k];
     Step& s = pk.steps[q];
-    s.measured = true;
-    s.rounds = meas.rounds;
-    s.units = meas.units;
-    s.block_rounds = meas.block_rounds;
-    s.samples = meas.samples;
-    s.wall_s = meas.wall_s;
+    s.take_effort(meas);
     const StepDecision& d = ds[k];
     pk.lv[q] = d.level;
     // The decision shown: the apartness test that placed it, else the side test.

@@ -298,7 +298,7 @@ AbRun run_ab(const AbOptions& o) {
   std::map<std::string, const PlannedCase*> bmap;
   for (const auto& pc : wb.cases) bmap.emplace(case_key(pc), &pc);
 
-  AbSession s{o, o.log ? *o.log : quiet_log(), {}, {}, {}};
+  AbSession s{o, o.log ? *o.log : quiet_log(), {}, {}, {}, json::array(), now_s(), CompileCache(), ReferenceCache()};
   s.dcfg.threshold = o.threshold;
   s.dcfg.alpha = o.alpha;
   s.dcfg.min_n = o.min_pairs;

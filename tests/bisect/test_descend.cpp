@@ -22,7 +22,6 @@ using kbtest::GitRepo;
 
 namespace {
 
-const std::string kBinary = KBISECT_BINARY_DIR "/kbisect";
 
 // The outer "build": a compiler wrapper with the flags of the inner commit named in pin.txt.
 std::string build_script(const std::string& inner) {
@@ -103,7 +102,7 @@ TEST(Descend, NamesTheOuterBumpAndTheInnerCommit) {
   const std::string wd = outer.tmp() + "/work";
   kb::RunOptions o;
   o.timeout_s = 900;
-  kb::RunResult r = kb::run_process({kBinary, "bisect", cfgp, "--workdir", wd, "-q"}, o);
+  kb::RunResult r = kb::run_process({kbtest::kKbisect, "bisect", cfgp, "--workdir", wd, "-q"}, o);
   ASSERT_TRUE(r.ok()) << r.status_text() << "\n" << r.out << "\n" << r.err;
   const auto ls = lines_of(r.out);
   ASSERT_GE(ls.size(), 2u) << r.out;

@@ -14,6 +14,9 @@
 
 namespace kbtest {
 
+// The kbisect binary of this build.
+inline const std::string kKbisect = KBISECT_BINARY_DIR "/kbisect";
+
 class GitRepo {
  public:
   GitRepo() : dir_(kb::temp_dir("kb-bisect-test")) {

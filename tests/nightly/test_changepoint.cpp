@@ -3,6 +3,8 @@
 // nightlies never says "worse", determinism, bad input.
 #include <gtest/gtest.h>
 
+#include "tests/common/case_fixture.h"
+
 #include <cmath>
 #include <iostream>
 
@@ -102,14 +104,7 @@ TEST(ChangePoint, SlowCreepCaughtWherePairwiseCompareStaysSame) {
     RunResults r;
     r.name = "creep";
     r.started = fmt::format("2026-11-{:02d}T01:00:00Z", night + 1);
-    CaseResult c;
-    c.kernel = "matmul_tiled";
-    c.backend = "cpu";
-    c.shape = {512, 512, 512};
-    c.toolchain = "clang-nightly";
-    c.status = CaseStatus::ok;
-    c.samples_s = gen.samples(t, kSamples);
-    c.summary = summarize(c.samples_s, c.shape.flops());
+    CaseResult c = kbtest::ok_case("matmul_tiled", {512, 512, 512}, "clang-nightly", gen.samples(t, kSamples));
     r.cases.push_back(c);
     h.record(r, {});
     sets.push_back(sample_set_from_results(r, r.started));

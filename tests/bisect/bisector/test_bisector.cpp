@@ -32,7 +32,6 @@ using kbtest::GitRepo;
 
 namespace {
 
-const std::string kBinary = KBISECT_BINARY_DIR "/kbisect";
 
 using kbtest::bisect_config;
 using kbtest::write_tmp;
@@ -269,7 +268,7 @@ TEST(Bisect, SkipsCommitsThatDoNotBuild) {
 // ---- (4) kill -9 in the middle, then --resume -------------------------------------------------------
 
 TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
-  ASSERT_TRUE(kb::file_exists(kBinary)) << kBinary;
+  ASSERT_TRUE(kb::file_exists(kbtest::kKbisect)) << kbtest::kKbisect;
   GitRepo r;
   std::vector<std::string> s;
   s.push_back(r.commit({{"build.sh", kBuildScript}, {"flags.txt", "-O3 -march=native"}}, "good"));
@@ -288,7 +287,7 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
     dup2(fd, 1);
     dup2(fd, 2);
     setenv("KB_TEST_BUILD_SLEEP", "1", 1);
-    execl(kBinary.c_str(), kBinary.c_str(), "bisect", cfgp.c_str(), "--workdir", wd.c_str(), (char*)nullptr);
+    execl(kbtest::kKbisect.c_str(), kbtest::kKbisect.c_str(), "bisect", cfgp.c_str(), "--workdir", wd.c_str(), (char*)nullptr);
     _exit(127);
   }
   // Wait until three builds have finished, then kill -9 (the next build or a measurement is in flight).
@@ -321,7 +320,7 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
 
   kb::RunOptions o;
   o.timeout_s = 600;
-  kb::RunResult rr = kb::run_process({kBinary, "bisect", cfgp, "--workdir", wd, "--resume"}, o);
+  kb::RunResult rr = kb::run_process({kbtest::kKbisect, "bisect", cfgp, "--workdir", wd, "--resume"}, o);
   ASSERT_EQ(rr.exit_code, 0) << rr.out << rr.err;
   EXPECT_EQ(last_line(rr.out), "culprit: " + s[4] + " change 4") << rr.out << rr.err;
 
@@ -344,7 +343,7 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
   EXPECT_EQ(count_events(after, "resume"), 1);
 
   // Resuming a finished run replays everything: no build, no measurement, same answer.
-  kb::RunResult again = kb::run_process({kBinary, "bisect", cfgp, "--workdir", wd, "--resume"}, o);
+  kb::RunResult again = kb::run_process({kbtest::kKbisect, "bisect", cfgp, "--workdir", wd, "--resume"}, o);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(last_line(again.out), last_line(rr.out));
   const auto final_events = journal_events(wd);
@@ -354,11 +353,11 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
   const std::string cfg_text = kb::read_file(cfgp);
   const std::string other = write_tmp(
       r, std::string(cfg_text).replace(cfg_text.find("measure: {"), 10, "measure: {block_rounds: 0, "), "other.yaml");
-  kb::RunResult units = kb::run_process({kBinary, "bisect", other, "--workdir", wd, "--resume"}, o);
+  kb::RunResult units = kb::run_process({kbtest::kKbisect, "bisect", other, "--workdir", wd, "--resume"}, o);
   EXPECT_EQ(units.exit_code, 2);
   EXPECT_NE(units.err.find("measure.block_rounds 4, the config now says 0"), std::string::npos) << units.err;
   // Without --resume an existing journal is refused.
-  kb::RunResult refused = kb::run_process({kBinary, "bisect", cfgp, "--workdir", wd}, o);
+  kb::RunResult refused = kb::run_process({kbtest::kKbisect, "bisect", cfgp, "--workdir", wd}, o);
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("--resume"), std::string::npos) << refused.err;
 }
@@ -426,7 +425,7 @@ TEST(Bisect, ClearErrorsForBadRangesAndHangingBuilds) {
 // ---- (7) commit subjects never reach a shell --------------------------------------------------------
 
 TEST(Bisect, SubjectsWithShellSyntaxNeverReachAShell) {
-  ASSERT_TRUE(kb::file_exists(kBinary));
+  ASSERT_TRUE(kb::file_exists(kbtest::kKbisect));
   GitRepo r;
   const std::string pw = r.tmp() + "/pwned";
   std::vector<std::string> s, subj = {
@@ -447,7 +446,7 @@ TEST(Bisect, SubjectsWithShellSyntaxNeverReachAShell) {
   const std::string cfgp = write_tmp(r, bisect_config(r, s.front(), s.back(), kBuildProvider, "code_bytes", "25%"));
   kb::RunOptions o;
   o.timeout_s = 600;
-  kb::RunResult rr = kb::run_process({kBinary, "bisect", cfgp, "--workdir", r.tmp() + "/work"}, o);
+  kb::RunResult rr = kb::run_process({kbtest::kKbisect, "bisect", cfgp, "--workdir", r.tmp() + "/work"}, o);
   ASSERT_EQ(rr.exit_code, 0) << rr.out << rr.err;
   EXPECT_EQ(last_line(rr.out), "culprit: " + s[5] + " " + subj[5]);
   for (int i = 1; i <= 5; ++i) EXPECT_FALSE(kb::file_exists(pw + std::to_string(i))) << i;
@@ -462,7 +461,7 @@ TEST(Bisect, SubjectsWithShellSyntaxNeverReachAShell) {
 // ---- (8) kbisect check exit codes ---------------------------------------------------------------------
 
 TEST(Check, ExitCodesForGitBisectRun) {
-  ASSERT_TRUE(kb::file_exists(kBinary));
+  ASSERT_TRUE(kb::file_exists(kbtest::kKbisect));
   GitRepo r;
   std::vector<std::string> s;
   s.push_back(r.commit({{"build.sh", kBuildScript}, {"flags.txt", "-O1"}}, "good"));
@@ -474,7 +473,7 @@ TEST(Check, ExitCodesForGitBisectRun) {
   kb::RunOptions o;
   o.timeout_s = 300;
   auto check = [&](const std::string& rev) {
-    return kb::run_process({kBinary, "check", cfgp, "--commit", rev, "--workdir", r.tmp() + "/work"}, o);
+    return kb::run_process({kbtest::kKbisect, "check", cfgp, "--commit", rev, "--workdir", r.tmp() + "/work"}, o);
   };
   auto r1 = check(s[1]);
   EXPECT_EQ(r1.exit_code, 0) << r1.out << r1.err;
@@ -490,7 +489,7 @@ TEST(Check, ExitCodesForGitBisectRun) {
   EXPECT_EQ(r5.exit_code, 130) << r5.err;
   EXPECT_NE(r5.err.find("no-such-ref"), std::string::npos);
   // A usage error (missing --commit) aborts too, never "bad".
-  auto r6 = kb::run_process({kBinary, "check", cfgp}, o);
+  auto r6 = kb::run_process({kbtest::kKbisect, "check", cfgp}, o);
   EXPECT_EQ(r6.exit_code, 130) << r6.err;
   // Builds are cached by sha in the workdir: a second check of the same commit builds nothing.
   EXPECT_TRUE(kb::file_exists(r.tmp() + "/work/toolchains/" + s[3] + "/toolchain.yaml"));
@@ -499,7 +498,7 @@ TEST(Check, ExitCodesForGitBisectRun) {
 // `git bisect run kbisect check ...` end to end: names the culprit, skips the broken commit; a config error
 // aborts git's bisection instead of marking commits bad. `kbisect bisect` exits by verdict.
 TEST(Check, RealGitBisectRunAndBisectExitCodes) {
-  ASSERT_TRUE(kb::file_exists(kBinary));
+  ASSERT_TRUE(kb::file_exists(kbtest::kKbisect));
   GitRepo r;
   std::vector<std::string> s;
   s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O1")}}, "good"));
@@ -519,7 +518,7 @@ TEST(Check, RealGitBisectRunAndBisectExitCodes) {
     return kb::run_process(argv, o);
   };
   ASSERT_TRUE(git({"bisect", "start", s.back(), s.front()}).ok());
-  auto run = git({"bisect", "run", kBinary, "check", cfgp, "--commit", "HEAD", "--workdir", r.tmp() + "/work"});
+  auto run = git({"bisect", "run", kbtest::kKbisect, "check", cfgp, "--commit", "HEAD", "--workdir", r.tmp() + "/work"});
   EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
   EXPECT_NE(run.out.find(s[3] + " is the first bad commit"), std::string::npos) << run.out << run.err;
   git({"bisect", "reset"});
@@ -527,7 +526,7 @@ TEST(Check, RealGitBisectRunAndBisectExitCodes) {
   // A config whose good ref does not exist: every check fails with 130 and git aborts the run.
   const std::string badcfg = write_tmp(r, bisect_config(r, "no-such-ref", s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "bad.yaml");
   ASSERT_TRUE(git({"bisect", "start", s.back(), s.front()}).ok());
-  auto aborted = git({"bisect", "run", kBinary, "check", badcfg, "--commit", "HEAD", "--workdir", r.tmp() + "/work2"});
+  auto aborted = git({"bisect", "run", kbtest::kKbisect, "check", badcfg, "--commit", "HEAD", "--workdir", r.tmp() + "/work2"});
   EXPECT_NE(aborted.exit_code, 0) << aborted.out << aborted.err;
   EXPECT_EQ((aborted.out + aborted.err).find("is the first bad commit"), std::string::npos) << aborted.out << aborted.err;
   EXPECT_NE((aborted.out + aborted.err).find("130"), std::string::npos) << aborted.out << aborted.err;
@@ -536,11 +535,11 @@ TEST(Check, RealGitBisectRunAndBisectExitCodes) {
   // kbisect bisect: 0 when a culprit is named, 4 when there is nothing to bisect.
   kb::RunOptions bo;
   bo.timeout_s = 300;
-  auto found = kb::run_process({kBinary, "bisect", cfgp, "--workdir", r.tmp() + "/w-found", "-q"}, bo);
+  auto found = kb::run_process({kbtest::kKbisect, "bisect", cfgp, "--workdir", r.tmp() + "/w-found", "-q"}, bo);
   EXPECT_EQ(found.exit_code, 0) << found.out << found.err;
   EXPECT_EQ(last_line(found.out), "culprit: " + s[3] + " unroll everything");
   const std::string flat = write_tmp(r, bisect_config(r, s[3], s.back(), "{in_tree: tc.yaml}", "code_bytes", "25%"), "flat.yaml");
-  auto nothing = kb::run_process({kBinary, "bisect", flat, "--workdir", r.tmp() + "/w-flat", "-q"}, bo);
+  auto nothing = kb::run_process({kbtest::kKbisect, "bisect", flat, "--workdir", r.tmp() + "/w-flat", "-q"}, bo);
   EXPECT_EQ(nothing.exit_code, 4) << nothing.out << nothing.err;
   EXPECT_EQ(last_line(nothing.out), "verdict: not-reproduced");
 }
