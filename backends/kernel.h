@@ -62,6 +62,16 @@ struct ParamSpec {
   std::string help;
 };
 
+// Where a kernel's arithmetic differs from "fp32 accumulation with round-to-nearest, fp32 output"
+// (KernelDecl::tolerance; harness/check.h derives the bound).
+struct ToleranceSpec {
+  // Rounding error per accumulation step, in units of fp32's unit roundoff u = 2^-24. 1 for IEEE
+  // round-to-nearest adds and FMAs; tensor-core block FMAs that truncate their addends need 2.
+  double accumulate_ulps = 1;
+  // The dtype the kernel rounds its output to, when it is not fp32 (adds one rounding of that dtype).
+  std::optional<DType> output;
+};
+
 // A kernel declaration: the one place that says what a kernel is (DESIGN rule 1).
 struct KernelDecl {
   std::string name;     // "matmul_tiled"
@@ -75,6 +85,9 @@ struct KernelDecl {
   std::vector<std::pair<std::string, Params>> configs;
   // Why (params, dtype, target) cannot be compiled, or nullopt if fine. target may be empty (CPU).
   std::function<std::optional<std::string>(const Params&, DType, const std::string& target)> check_params;
+  // How its arithmetic rounds, when it is not plain fp32 accumulation (tensor cores); with the reason.
+  ToleranceSpec tolerance;
+  std::string tolerance_reason;
   // Why the shape cannot be run with these params, or nullopt.
   std::function<std::optional<std::string>(const Params&, const Shape&)> check_shape;
 

@@ -26,6 +26,12 @@ KernelDeclBuilder& KernelDeclBuilder::int_param(std::string name, int64_t defaul
   return *this;
 }
 
+KernelDeclBuilder& KernelDeclBuilder::tile_params(int64_t bm, int64_t bn, int64_t bk, const std::string& unit) {
+  int_param("BM", bm, "rows of C per " + unit);
+  int_param("BN", bn, "columns of C per " + unit);
+  return int_param("BK", bk, "depth per " + unit);
+}
+
 KernelDeclBuilder& KernelDeclBuilder::dtypes(std::vector<DType> d) {
   decl_.dtypes = std::move(d);
   return *this;
@@ -47,6 +53,12 @@ KernelDeclBuilder& KernelDeclBuilder::config(std::string name,
   Params p = defaults();
   for (const auto& [k, v] : set) p.set(k, v);
   decl_.configs.emplace_back(std::move(name), std::move(p));
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::tolerance(ToleranceSpec spec, std::string reason) {
+  decl_.tolerance = spec;
+  decl_.tolerance_reason = std::move(reason);
   return *this;
 }
 

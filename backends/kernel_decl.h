@@ -27,12 +27,16 @@ class KernelDeclBuilder {
   KernelDeclBuilder& source(std::string path, std::vector<std::string> headers);
   KernelDeclBuilder& description(std::string text);
   KernelDeclBuilder& int_param(std::string name, int64_t default_value, std::string help);
+  // The output tile every GEMM kernel here has: BM rows and BN columns of C per `unit`, BK deep.
+  KernelDeclBuilder& tile_params(int64_t bm, int64_t bn, int64_t bk, const std::string& unit);
   KernelDeclBuilder& dtypes(std::vector<DType> d);
   // The parameter defaults, under this name: the kernel's first (default) configuration.
   KernelDeclBuilder& defaults_config(std::string name);
   // A named configuration: the defaults declared so far with these values replaced.
   KernelDeclBuilder& config(std::string name, std::initializer_list<std::pair<const std::string, ParamValue>> set);
   KernelDeclBuilder& check_params(ParamsCheck f);
+  // How the kernel's arithmetic rounds when it is not plain fp32 accumulation, and why.
+  KernelDeclBuilder& tolerance(ToleranceSpec spec, std::string reason);
   // Without one, every shape is accepted.
   KernelDeclBuilder& check_shape(ShapeCheck f);
 

@@ -1,12 +1,172 @@
-#include "core/rng.h"
 #include "harness/reference.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include <Eigen/Core>
 #include <fmt/format.h>
 
+#include "core/rng.h"
+
 namespace kb {
+
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Runs fn(lo, hi) over [0, n) split across the machine's cores.
+template <class Fn>
+void parallel_rows(int64_t n, Fn fn) {
+  const int64_t t = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
+  if (t == 1 || n < 64) return fn(int64_t(0), n);
+  std::vector<std::thread> pool;
+  const int64_t step = (n + t - 1) / t;
+  for (int64_t lo = 0; lo < n; lo += step) pool.emplace_back(fn, lo, std::min(n, lo + step));
+  for (auto& th : pool) th.join();
+}
+
+// Full reference: two fp64 GEMMs (C and |A|*|B|) with Eigen, rows split across the cores.
+void build_full(GemmProblem& p) {
+  const Shape& s = p.shape;
+  Eigen::Map<const RowMatF> A(p.A.data(), s.M, s.K), B(p.B.data(), s.K, s.N);
+  const RowMatD Bd = B.cast<double>(), Babs = Bd.cwiseAbs();
+  p.C.resize(size_t(s.M * s.N));
+  p.scale.resize(size_t(s.M * s.N));
+  parallel_rows(s.M, [&](int64_t lo, int64_t hi) {
+    const RowMatD Ad = A.middleRows(lo, hi - lo).cast<double>();
+    Eigen::Map<RowMatD>(p.C.data() + lo * s.N, hi - lo, s.N).noalias() = Ad * Bd;
+    Eigen::Map<RowMatD>(p.scale.data() + lo * s.N, hi - lo, s.N).noalias() = Ad.cwiseAbs() * Babs;
+  });
+  p.full = true;
+}
+
+// x (length n) of random +-1.
+std::vector<double> signs(Rng& rng, int64_t n) {
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& x : v) x = (rng.next() >> 63) ? 1.0 : -1.0;
+  return v;
+}
+
+// y = X * v for a row-major float matrix X (r x c), in fp64; `absolute` uses |X| (v given).
+std::vector<double> mat_vec(const float* X, int64_t r, int64_t c, const std::vector<double>& v, bool absolute) {
+  std::vector<double> y(static_cast<size_t>(r));
+  parallel_rows(r, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const float* row = X + i * c;
+      double acc = 0;
+      for (int64_t k = 0; k < c; ++k) acc += (absolute ? std::fabs(double(row[k])) : double(row[k])) * v[size_t(k)];
+      y[size_t(i)] = acc;
+    }
+  });
+  return y;
+}
+
+// y = v * X for a row-major float matrix X (r x c), in fp64 (length c).
+std::vector<double> vec_mat(const std::vector<double>& v, const float* X, int64_t r, int64_t c, bool absolute) {
+  std::vector<double> y(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < r; ++i) {
+    const float* row = X + i * c;
+    const double w = v[size_t(i)];
+    for (int64_t j = 0; j < c; ++j) y[size_t(j)] += w * (absolute ? std::fabs(double(row[j])) : double(row[j]));
+  }
+  return y;
+}
+
+// Freivalds projections and their scales: rows C*x = A*(B*x), columns y*C = (y*A)*B.
+void build_projections(GemmProblem& p, Rng& rng, int count) {
+  const Shape& s = p.shape;
+  const float* A = p.A.data();
+  const float* B = p.B.data();
+  for (int r = 0; r < count; ++r) {
+    Projection row{signs(rng, s.N), {}};
+    row.ref = mat_vec(A, s.M, s.K, mat_vec(B, s.K, s.N, row.v, false), false);
+    p.rows.push_back(std::move(row));
+    Projection col{signs(rng, s.M), {}};
+    col.ref = vec_mat(vec_mat(col.v, A, s.M, s.K, false), B, s.K, s.N, false);
+    p.cols.push_back(std::move(col));
+  }
+  const std::vector<double> ones_n(size_t(s.N), 1.0), ones_m(size_t(s.M), 1.0);
+  p.row_scale = mat_vec(A, s.M, s.K, mat_vec(B, s.K, s.N, ones_n, true), true);
+  p.col_scale = vec_mat(vec_mat(ones_m, A, s.M, s.K, true), B, s.K, s.N, true);
+}
+
+// The elements checked exactly: every element of the last `edge` rows and columns (at most a 16th of
+// them), then one random element in each cell of a grid of about 4*(M+N) cells (so every region of a
+// few cells is looked at).
+std::vector<std::pair<int64_t, int64_t>> exact_positions(const Shape& s, Rng& rng, int64_t edge) {
+  std::vector<std::pair<int64_t, int64_t>> at;
+  const int64_t er = std::clamp<int64_t>(s.M / 16, 1, edge), ec = std::clamp<int64_t>(s.N / 16, 1, edge);
+  for (int64_t i = s.M - er; i < s.M; ++i)
+    for (int64_t j = 0; j < s.N; ++j) at.emplace_back(i, j);
+  for (int64_t i = 0; i < s.M - er; ++i)
+    for (int64_t j = s.N - ec; j < s.N; ++j) at.emplace_back(i, j);
+  const double cells = 4.0 * double(s.M + s.N);
+  const double area = std::max(1.0, double(s.M) * double(s.N) / cells);
+  const int64_t ch = std::clamp<int64_t>(std::llround(std::sqrt(area)), 1, s.M);
+  const int64_t cw = std::clamp<int64_t>(int64_t(std::ceil(area / double(ch))), 1, s.N);
+  for (int64_t i0 = 0; i0 < s.M; i0 += ch)
+    for (int64_t j0 = 0; j0 < s.N; j0 += cw) {
+      const int64_t i = i0 + int64_t(rng.below(uint64_t(std::min(ch, s.M - i0))));
+      const int64_t j = j0 + int64_t(rng.below(uint64_t(std::min(cw, s.N - j0))));
+      at.emplace_back(i, j);
+    }
+  return at;
+}
+
+// X (r x c, row-major) transposed, in 64x64 tiles so both sides stay in cache (a plain loop over a
+// 16384^2 matrix takes seconds of cache misses).
+std::vector<float> transposed(const std::vector<float>& X, int64_t r, int64_t c) {
+  std::vector<float> T(X.size());
+  constexpr int64_t kTile = 64;
+  parallel_rows((r + kTile - 1) / kTile, [&](int64_t lo, int64_t hi) {
+    for (int64_t i0 = lo * kTile; i0 < std::min(r, hi * kTile); i0 += kTile)
+      for (int64_t j0 = 0; j0 < c; j0 += kTile)
+        for (int64_t i = i0; i < std::min(r, i0 + kTile); ++i)
+          for (int64_t j = j0; j < std::min(c, j0 + kTile); ++j) T[size_t(j * r + i)] = X[size_t(i * c + j)];
+  });
+  return T;
+}
+
+// sum a_k*b_k and sum |a_k*b_k| in fp64, with four independent sums (the loop is latency-bound).
+void dot_with_scale(const float* a, const float* b, int64_t n, double& dot, double& scale) {
+  double v[4] = {0, 0, 0, 0}, sc[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4)
+    for (int u = 0; u < 4; ++u) {
+      const double t = double(a[k + u]) * double(b[k + u]);
+      v[u] += t;
+      sc[u] += std::fabs(t);
+    }
+  for (; k < n; ++k) {
+    const double t = double(a[k]) * double(b[k]);
+    v[0] += t;
+    sc[0] += std::fabs(t);
+  }
+  dot = (v[0] + v[1]) + (v[2] + v[3]);
+  scale = (sc[0] + sc[1]) + (sc[2] + sc[3]);
+}
+
+// Exact fp64 values of the chosen elements: dot products of A's rows with B's columns (B transposed
+// once so both are contiguous).
+void build_exact(GemmProblem& p, Rng& rng, int64_t edge) {
+  const Shape& s = p.shape;
+  const auto at = exact_positions(s, rng, edge);
+  const std::vector<float> Bt = transposed(p.B, s.K, s.N);
+  p.exact.resize(at.size());
+  parallel_rows(int64_t(at.size()), [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      const auto [i, j] = at[size_t(n)];
+      const float* a = p.A.data() + i * s.K;
+      const float* b = Bt.data() + j * s.K;
+      p.exact[size_t(n)] = {i, j, 0, 0};
+      dot_with_scale(a, b, s.K, p.exact[size_t(n)].ref, p.exact[size_t(n)].scale);
+    }
+  });
+}
+
+}  // namespace
 
 float round_to_dtype(float x, DType d) {
   switch (d) {
@@ -17,7 +177,14 @@ float round_to_dtype(float x, DType d) {
   return x;
 }
 
-std::shared_ptr<const GemmProblem> make_problem(const Shape& s, DType d, uint64_t seed) {
+size_t GemmProblem::bytes() const {
+  size_t b = (A.size() + B.size()) * sizeof(float) + (C.size() + scale.size()) * sizeof(double);
+  for (const auto& v : {&rows, &cols})
+    for (const auto& pr : *v) b += (pr.v.size() + pr.ref.size()) * sizeof(double);
+  return b + (row_scale.size() + col_scale.size()) * sizeof(double) + exact.size() * sizeof(RefElement);
+}
+
+std::shared_ptr<const GemmProblem> make_problem(const Shape& s, DType d, uint64_t seed, const ReferenceOptions& opts) {
   auto p = std::make_shared<GemmProblem>();
   p->shape = s;
   p->dtype = d;
@@ -29,59 +196,14 @@ std::shared_ptr<const GemmProblem> make_problem(const Shape& s, DType d, uint64_
   p->B.resize(size_t(s.K * s.N));
   for (auto& x : p->A) x = round_to_dtype(dist(rng), d);
   for (auto& x : p->B) x = round_to_dtype(dist(rng), d);
-  using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const RowMatF> A(p->A.data(), s.M, s.K), B(p->B.data(), s.K, s.N);
-  RowMatD Ad = A.cast<double>(), Bd = B.cast<double>();
-  RowMatD C = Ad * Bd;
-  RowMatD S = Ad.cwiseAbs() * Bd.cwiseAbs();
-  p->C.assign(C.data(), C.data() + C.size());
-  p->scale.assign(S.data(), S.data() + S.size());
+  if (s.flops() <= opts.full_max_flop) {
+    build_full(*p);
+  } else {
+    Rng check_rng(seed * 0xD1B54A32D192ED03ull + 1);
+    build_projections(*p, check_rng, opts.projections);
+    build_exact(*p, check_rng, opts.edge);
+  }
   return p;
-}
-
-double tolerance_for(DType d, int64_t K) {
-  // fp32 accumulation of K products: worst-case relative bound ~K*u (u = 2^-24); we allow 2*K*u with a
-  // floor. Low-precision dtypes may also round the output (tensor-core kernels): add 2 ulps of bf16/f16.
-  double acc = std::max(1e-6, 2.0 * double(K) * std::ldexp(1.0, -24));
-  switch (d) {
-    case DType::f32: return acc;
-    case DType::bf16: return acc + 2 * std::ldexp(1.0, -8);
-    case DType::f16: return acc + 2 * std::ldexp(1.0, -11);
-  }
-  return acc;
-}
-
-Check check_result(const GemmProblem& p, const std::vector<float>& C) {
-  Check r;
-  r.tolerance = tolerance_for(p.dtype, p.shape.K);
-  if (C.size() != p.C.size()) {
-    r.detail = fmt::format("result has {} elements, expected {}", C.size(), p.C.size());
-    r.max_error = INFINITY;
-    return r;
-  }
-  size_t nan = 0, worst = 0;
-  for (size_t i = 0; i < C.size(); ++i) {
-    if (!std::isfinite(C[i])) {
-      ++nan;
-      worst = i;
-      r.max_error = INFINITY;
-      continue;
-    }
-    double e = std::fabs(double(C[i]) - p.C[i]) / std::max(p.scale[i], 1e-30);
-    if (e > r.max_error) {
-      r.max_error = e;
-      worst = i;
-    }
-  }
-  r.ok = nan == 0 && r.max_error <= r.tolerance;
-  if (!r.ok) {
-    size_t N = size_t(p.shape.N);
-    r.detail = fmt::format("max normalized error {:.3g} > tolerance {:.3g} at C[{}][{}] = {} (expected {:.9g}){}",
-                           r.max_error, r.tolerance, worst / N, worst % N, C[worst], p.C[worst],
-                           nan ? fmt::format(", {} non-finite values", nan) : "");
-  }
-  return r;
 }
 
 std::shared_ptr<const GemmProblem> ReferenceCache::get(const Shape& s, DType d, uint64_t seed) {
@@ -94,9 +216,14 @@ std::shared_ptr<const GemmProblem> ReferenceCache::get(const Shape& s, DType d, 
       return hit;
     }
   }
-  auto p = make_problem(s, d, seed);
+  auto p = make_problem(s, d, seed, opts_);
   items_.push_front(p);
-  while (items_.size() > capacity_) items_.pop_back();
+  size_t total = 0;
+  for (const auto& q : items_) total += q->bytes();
+  while (items_.size() > 1 && total > max_bytes_) {
+    total -= items_.back()->bytes();
+    items_.pop_back();
+  }
   return p;
 }
 

@@ -110,7 +110,14 @@ json to_json(const CaseResult& c) {
   } else {
     j["static"] = nullptr;
   }
-  if (c.checked) j["correctness"] = {{"max_error", c.max_error}, {"tolerance", c.tolerance}};
+  if (c.checked) {
+    j["correctness"] = {{"max_error", c.max_error}, {"tolerance", c.tolerance}};
+    if (!c.check_method.empty()) {
+      j["correctness"]["method"] = c.check_method;
+      j["correctness"]["elements_checked"] = c.check_elements;
+      if (c.check_method == "fast") j["correctness"]["projection_ratio"] = c.projection_ratio;
+    }
+  }
   j["samples_s"] = c.samples_s;
   if (!c.clocks_mhz.empty()) j["clocks_mhz"] = c.clocks_mhz;
   const auto& m = c.conditions;
@@ -174,6 +181,9 @@ CaseResult case_from_json(const json& j) {
     c.checked = true;
     c.max_error = j["correctness"].value("max_error", 0.0);
     c.tolerance = j["correctness"].value("tolerance", 0.0);
+    c.check_method = j["correctness"].value("method", "");
+    c.check_elements = j["correctness"].value("elements_checked", int64_t(0));
+    c.projection_ratio = j["correctness"].value("projection_ratio", 0.0);
   }
   if (j.contains("samples_s")) c.samples_s = field<std::vector<double>>(j, "samples_s", ctx);
   if (j.contains("clocks_mhz")) c.clocks_mhz = field<std::vector<double>>(j, "clocks_mhz", ctx);

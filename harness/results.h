@@ -67,6 +67,9 @@ struct CaseResult {
   bool checked = false;
   double max_error = 0;  // max |c - ref| / (|A||B|)_ij
   double tolerance = 0;
+  std::string check_method;     // "full" or "fast" (harness/check.h)
+  int64_t check_elements = 0;   // elements compared exactly
+  double projection_ratio = 0;  // fast: worst projection error / its bound
 
   // Timing.
   std::vector<double> samples_s;

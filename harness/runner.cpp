@@ -75,10 +75,13 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
     auto problem = refs.get(pc.c.shape, pc.c.dtype);
     exe->prepare(pc.c.shape, problem->A, problem->B);
     exe->run(1);
-    Check chk = check_result(*problem, exe->result());
+    Check chk = check_result(*problem, exe->result(), pc.c.kernel->tolerance);
     r.checked = true;
     r.max_error = chk.max_error;
     r.tolerance = chk.tolerance;
+    r.check_method = chk.method;
+    r.check_elements = chk.checked;
+    r.projection_ratio = chk.projection_ratio;
     if (!chk.ok) {
       r.status = CaseStatus::incorrect;
       r.reason = chk.detail;
