@@ -1,4 +1,4 @@
-// One Backend interface (DESIGN rule 2): compile -> Artifact, load -> Executable, available().
+// One Backend interface (docs/design.md, rule 2): compile -> Artifact, load -> Executable, available().
 #pragma once
 #include <functional>
 #include <map>

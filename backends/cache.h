@@ -1,4 +1,4 @@
-// Content-addressed compile cache (DESIGN rule 3). Key = hash(kernel sources, params, dtype,
+// Content-addressed compile cache (docs/design.md, rule 3). Key = hash(kernel sources, params, dtype,
 // toolchain identity, target, backend). A re-run never recompiles.
 #pragma once
 #include <string>

@@ -72,7 +72,7 @@ struct ToleranceSpec {
   std::optional<DType> output;
 };
 
-// A kernel declaration: the one place that says what a kernel is (DESIGN rule 1).
+// A kernel declaration: the one place that says what a kernel is (docs/design.md, rule 1).
 struct KernelDecl {
   std::string name;     // "matmul_tiled"
   std::string backend;  // "cpu", "cuda", "hip"

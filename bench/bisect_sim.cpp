@@ -104,6 +104,8 @@ double median_of(std::vector<double> v) { return v.empty() ? 0 : kb::stats::medi
 
 }  // namespace
 
+// main reads the options and prints one block of figures per scenario, in the order the docs cite them;
+// it is long because it is the report itself (each block a few lines), not because it holds logic.
 int main(int argc, char** argv) {
   SimConfig c;
   int histories = 200, extra = 100, threads = int(std::max(1u, std::thread::hardware_concurrency()));

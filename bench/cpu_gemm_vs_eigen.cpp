@@ -87,6 +87,8 @@ std::vector<float> random_matrix(int64_t n, uint32_t seed) {
   return v;
 }
 
+// run is the benchmark script: compile each contender, check it against Eigen, time it, print the
+// table; kept in one piece so the printed figures read in the order they are computed.
 int run(int argc, char** argv) {
   std::string tc_name = "clang-19";
   std::vector<char*> args = {argv[0]};

@@ -1,4 +1,4 @@
-// Measured sensitivity of kbisect's A/B decision on this machine (issue 3, item 5).
+// Measured sensitivity of kbisect's A/B decision on this machine.
 //
 // Kernel: matmul_tiled on the CPU backend, 1024x1024x600 fp32 (~8-15 ms here), one K slice (BK = 608 >= K), so
 // the work is exactly linear in K at granularity 1.
@@ -119,6 +119,8 @@ struct Tally {
 
 }  // namespace
 
+// main is the experiment as one script (A/A, A/B, naive arm, then the summary lines); long because
+// each arm prints its own figures, not because it holds logic shared with anything else.
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--child") return child(argc, argv);
   try {

@@ -1,4 +1,4 @@
-// Descend into a pin bump (issue 7.3). A Triton-like repository pins its compiler dependency in a file
+// Descend into a pin bump. A Triton-like repository pins its compiler dependency in a file
 // (e.g. cmake/llvm-hash.txt); one outer commit that moves the pin spans many dependency commits. When the
 // outer bisection names such a commit, a second bisection runs inside the dependency between the old and
 // the new pinned commit, with the same cases, metric, threshold, budgets and decision machinery, in

@@ -1,5 +1,5 @@
 // The bisection journal: append-only JSON lines, one event per line, fsync'd as it is written
-// (DESIGN rule 7). Events: start, build_start, build_end (the commit's probe: hashes, static values,
+// (docs/design.md, rule 7). Events: start, build_start, build_end (the commit's probe: hashes, static values,
 // failure reason), measure (every round's values and the decision), decision (a commit's side and how it
 // was decided), verdict. A resumed run replays it: a commit whose build_end is there is never built again,
 // a measurement whose event is there is never repeated. A kill -9 loses at most the event in flight: a

@@ -1,4 +1,4 @@
-// Content hashes (SHA-256 from LLVM's Support library, per DESIGN.md's dependency table).
+// Content hashes (SHA-256 from LLVM's Support library, docs/design.md's dependency table).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -1,5 +1,5 @@
 // A small, general wrapper around the `git` command line, run through the project's one process
-// runner (core/process.h) with argv vectors only — never a shell (DESIGN rule 6).
+// runner (core/process.h) with argv vectors only — never a shell (docs/design.md, rule 6).
 //
 // Used by `kbisect upstream` (integration detection, dependency graphs) and by the bisector (walking
 // compiler commits between good and bad, files touched per commit, reading a file at a commit,

@@ -32,25 +32,17 @@ std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory
   return ms;
 }
 
-std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
-                                             const StopRule& stop) {
-  if (exes.empty()) return {};
-  if (cfg.mode != "hot" && cfg.mode != "cold")
-    throw InputError(fmt::format("measure mode '{}' is not hot or cold", cfg.mode));
+namespace {
+
+// Warmup by time (each executable at least once), which also estimates one execution's duration and
+// gives the batch. In a random order: the executable warmed last starts the rounds with its code and data
+// in cache, and in a fixed order that would be the same one (B in ab, the last commit of a bisect step)
+// in every block. Fills each measurement's conditions.
+std::vector<int> warm_up(const std::vector<Executable*>& exes, const MeasureConfig& cfg, std::vector<size_t>& order,
+                         Rng& rng, std::vector<Measurement>& out) {
   const bool cold = cfg.mode == "cold";
-  const size_t n = exes.size();
-  std::vector<Measurement> out(n);
-  const double t_start = now_s();
-
-  Rng rng(cfg.seed);
-  std::vector<size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-
-  // Warmup by time (each executable at least once), which also estimates one execution's duration. In a
-  // random order: the executable warmed last starts the rounds with its code and data in cache, and in a
-  // fixed order that would be the same one (B in ab, the last commit of a bisect step) in every block.
   rng.shuffle(order);
-  std::vector<int> batch(n, 1);
+  std::vector<int> batch(exes.size(), 1);
   for (size_t i : order) {
     auto& c = out[i].conditions;
     double w0 = now_s(), per_run = 0;
@@ -72,57 +64,71 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
     c.min_time_s = cfg.min_time_s;
     c.max_time_s = cfg.max_time_s;
     c.max_samples = cfg.max_samples;
-    c.interleaved = n > 1;
+    c.interleaved = exes.size() > 1;
   }
+  return batch;
+}
 
+// One randomized round: every executable once, in a shuffled order. A throttled sample drops the whole
+// round so tuples stay aligned across executables; returns whether it was kept.
+bool run_round(const std::vector<Executable*>& exes, bool cold, const std::vector<int>& batch,
+               std::vector<size_t>& order, Rng& rng, std::vector<Measurement>& out, std::vector<double>& measured) {
+  std::vector<TimedSample> round(exes.size());
+  rng.shuffle(order);
+  bool throttled = false;
+  for (size_t idx : order) {
+    if (cold) exes[idx]->flush_caches();
+    round[idx] = exes[idx]->run(batch[idx]);
+    throttled = throttled || round[idx].throttled;
+  }
+  if (throttled) return false;
+  for (size_t i = 0; i < exes.size(); ++i) {
+    out[i].samples_s.push_back(round[i].seconds);
+    if (round[i].clock_mhz > 0) out[i].clocks_mhz.push_back(round[i].clock_mhz);
+    measured[i] += round[i].seconds * batch[i];
+  }
+  return true;
+}
+
+// Why measuring stops after this round ("" = go on): the stop rule decided, the noise target holds with
+// enough samples and time, or a cap.
+std::string stop_reason(const std::vector<Measurement>& out, const std::vector<double>& measured,
+                        const MeasureConfig& cfg, const StopRule& stop, double elapsed) {
+  const size_t count = out[0].samples_s.size();
+  if (count >= size_t(std::max(1, cfg.min_samples))) {
+    bool enough_time = true, quiet = true;
+    for (size_t i = 0; i < out.size(); ++i) {
+      enough_time = enough_time && measured[i] >= cfg.min_time_s;
+      quiet = quiet && summarize(out[i].samples_s, 0).ci_rel <= cfg.noise;
+    }
+    if (stop && stop(out)) return "decided";
+    if (enough_time && quiet && !stop) return "noise";
+  }
+  if (count >= size_t(cfg.max_samples)) return "max_samples";
+  if (elapsed >= cfg.max_time_s) return "max_time";
+  return "";
+}
+
+}  // namespace
+
+std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
+                                             const StopRule& stop) {
+  if (exes.empty()) return {};
+  if (cfg.mode != "hot" && cfg.mode != "cold")
+    throw InputError(fmt::format("measure mode '{}' is not hot or cold", cfg.mode));
+  const size_t n = exes.size();
+  std::vector<Measurement> out(n);
+  const double t_start = now_s();
+  Rng rng(cfg.seed);
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  const std::vector<int> batch = warm_up(exes, cfg, order, rng, out);
   std::vector<double> measured(n, 0.0);
-  std::vector<TimedSample> round(n);
   int discarded = 0;
   std::string reason;
-  for (;;) {
-    // One randomized block: every executable once, in a shuffled order.
-    rng.shuffle(order);
-    bool throttled = false;
-    for (size_t idx : order) {
-      if (cold) exes[idx]->flush_caches();
-      round[idx] = exes[idx]->run(batch[idx]);
-      throttled = throttled || round[idx].throttled;
-    }
-    if (throttled) {
-      // Drop the whole block so tuples stay aligned across executables.
-      ++discarded;
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        out[i].samples_s.push_back(round[i].seconds);
-        if (round[i].clock_mhz > 0) out[i].clocks_mhz.push_back(round[i].clock_mhz);
-        measured[i] += round[i].seconds * batch[i];
-      }
-    }
-    const size_t count = out[0].samples_s.size();
-    const double elapsed = now_s() - t_start;
-    if (count >= size_t(std::max(1, cfg.min_samples))) {
-      bool enough_time = true, quiet = true;
-      for (size_t i = 0; i < n; ++i) {
-        enough_time = enough_time && measured[i] >= cfg.min_time_s;
-        quiet = quiet && summarize(out[i].samples_s, 0).ci_rel <= cfg.noise;
-      }
-      if (stop && stop(out)) {
-        reason = "decided";
-        break;
-      }
-      if (enough_time && quiet && !stop) {
-        reason = "noise";
-        break;
-      }
-    }
-    if (count >= size_t(cfg.max_samples)) {
-      reason = "max_samples";
-      break;
-    }
-    if (elapsed >= cfg.max_time_s) {
-      reason = "max_time";
-      break;
-    }
+  while (reason.empty()) {
+    if (!run_round(exes, cfg.mode == "cold", batch, order, rng, out, measured)) ++discarded;
+    reason = stop_reason(out, measured, cfg, stop, now_s() - t_start);
   }
   for (auto& m : out) {
     m.conditions.stop_reason = reason;

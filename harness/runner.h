@@ -1,5 +1,5 @@
 // Runs planned cases: compile (cached) -> load -> prepare inputs -> correctness vs the Eigen reference
-// -> ready to measure. Failures stay contained in the case's result (DESIGN: nothing measured is lost).
+// -> ready to measure. Failures stay contained in the case's result (docs/design.md, rule 7: nothing measured is lost).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,26 +1,6 @@
 // Sweeps in YAML (yaml-cpp): kernels x parameter axes x dtypes x shapes x toolchains, expanded into
 // planned cases. Unsupported combinations are kept as skipped cases with a recorded reason.
-//
-//   name: smoke
-//   tier: l1                         # default tier of the benchmarks
-//   tiers: {l1: {budget_s: 60}, l2: {budget_s: 3600}}   # optional: measuring-time budget per tier, split
-//                                    # evenly over the tier's runnable cases (caps measure.max_time_s)
-//   toolchains: [clang-19, my-tc.yaml]
-//   measure: {mode: hot, warmup_s: 0.05, min_samples: 10, max_samples: 2000, min_time_s: 0.05,
-//             max_time_s: 3, noise: 0.5%, min_sample_s: 0.0005}
-//   shape_sets: {mine: shapes/mine.yaml}   # extra named sets; built in: tritonbench-square, llama
-//   benchmarks:
-//     - kernel: matmul_tiled
-//       backend: cpu                 # optional: only toolchains of this backend
-//       config: best                 # optional: start from a built-in config
-//       params: {BM: [64, 96], BK: {range: [128, 512, 128]}, NR: {pow2: [16, 32]}}
-//       zip: {MR: [4, 6], NR: [16, 32]}   # optional: parameters that go together
-//       dtypes: [f32, bf16]
-//       shapes: [[512, 512, 512], {M: 256, N: 512, K: 128}]   # or {set: llama}, {zip: {M: [..], ..}},
-//                                                              # or {M: [..], N: [..], K: [..]} (product)
-//       tier: l2
-//       toolchains: [g++]            # optional per-benchmark override
-//       measure: {...}               # optional per-benchmark override
+// The grammar: docs/sweeps.md.
 #pragma once
 #include <map>
 #include <memory>

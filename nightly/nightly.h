@@ -9,33 +9,8 @@
 //           alerts -> auto-bisect (compiler commit of the last good and the first bad nightly) -> report
 //           (ROOT/<date>/report.md, report.html, nightly.json)
 //
-// Config (YAML; errors name file:line:col and the field; paths are relative to the config file):
-//
-//   name: cpu-nightly                    # history label (default: the file name)
-//   sweep: ../sweeps/smoke.yaml
-//   filter: "matmul_tiled"               # optional regex on case ids, as `kbisect sweep --filter`
-//   tier: l2                             # optional
-//   toolchains: [clang-19]               # optional override; ignored for cases when `compiler:` is given
-//   shards: 4
-//   output: nightly-out                  # ROOT
-//   history: nightly-out/history.sqlite  # default ROOT/history.sqlite
-//   jobs: 2                              # local scheduler: shards at a time (default 1)
-//   shard_timeout_s: 21600               # per shard (local) and the bound of every wait
-//   compare: {threshold: 2%, alpha: 0.05}
-//   changepoints: {last: 30, alpha: 0.01, min_segment: 3, permutations: 999, seed: 1, min_change: 1%}
-//   slurm: {partition: gpu, gres: "gpu:1", gpus: 1, time: "02:00:00", cpus_per_task: 8,
-//           extra: ["--exclusive"], finish_time: "00:30:00", poll_s: 5}
-//   compiler:                            # optional: how to get tonight's toolchain
-//     repo: ../llvm-project
-//     ref: main                          # default HEAD
-//     provider: {in_tree: toolchains/kc.yaml}   # same grammar as a bisect config's provider
-//   bisect:                              # optional: auto-bisect alerts (needs compiler:)
-//     enabled: true
-//     threshold: 2%                      # default: compare.threshold
-//     scheduler: inline                  # inline (inside the finish step) | slurm (a job per bisection)
-//     budgets: {max_builds: 30}          # passed to the generated bisect config as written
-//     measure: {min_samples: 16}
-//     parallel: 4                        # passed through when present
+// The config grammar (YAML; errors name file:line:col and the field; paths relative to the config file)
+// is in docs/nightly.md, "Nightly pipeline"; examples/nightly-cpu.yaml runs here.
 #pragma once
 #include <functional>
 #include <optional>

@@ -1,5 +1,5 @@
 // `kbisect explain`: which LLVM pass first treats a kernel differently under two clang-based toolchains
-// (issue 7.4). Both compile the case with `-mllvm -print-changed=quiet` (every pass that changed the IR
+// Both compile the case with `-mllvm -print-changed=quiet` (every pass that changed the IR
 // dumps the changed function/module to stderr as "*** IR Dump After <Pass> on <unit> ***"). The dumps are
 // split per pass execution, keyed by (pass, unit, occurrence), aligned by a longest common subsequence of
 // the keys, and walked in order: the first aligned pair whose normalized text differs, or a pass that

@@ -1,5 +1,5 @@
 // `kbisect passes`: name the LLVM pass execution at which a kernel's metric moves from its unoptimized
-// level to its fully optimized one (issue 7.4), for clang-based toolchains (kinds clang, clang-cuda,
+// level to its fully optimized one, for clang-based toolchains (kinds clang, clang-cuda,
 // clang-hip).
 //
 // Method. The case is compiled with `-mllvm -opt-bisect-limit=-1`, whose stderr lines

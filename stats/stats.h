@@ -1,4 +1,4 @@
-// Statistics as pure functions (DESIGN rule 5): no I/O, no global state, deterministic for a seed.
+// Statistics as pure functions (docs/design.md, rule 5): no I/O, no global state, deterministic for a seed.
 //
 // Conventions
 // - Effects are log-ratios of times (or metric values): effect = log(new / base), so a 0.5% slowdown is

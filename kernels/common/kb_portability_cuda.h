@@ -1,7 +1,7 @@
 /* CUDA part of the kernel portability header (included through kb_portability.h).
  *
  * Kernels are compiled by three paths: nvcc, NVRTC and clang (device-only, then ptxas). clang is run
- * with -nocudainc -nocudalib (TOOLCHAINS.md "Workaround B"): CUDA 13's headers do not work with
+ * with -nocudainc -nocudalib (the toolkit headers need NVCC-only builtins): CUDA 13's headers do not work with
  * clang <= 19, so this header supplies the few spellings the kernels need. Everything below is spelled
  * so that all three paths produce the same PTX instructions: special registers, barriers, shared
  * addresses and all tensor-core / async-copy operations go through inline PTX, never through CUDA

@@ -1,5 +1,5 @@
-// A private single-node Slurm for tests, started in a temp dir exactly as ../shared/TOOLCHAINS.md
-// ("Slurm on one machine") describes, installing nothing: munged (as the munge user, its own socket in the
+// A private single-node Slurm for tests, started in a temp dir (the way Slurm runs on one machine),
+// installing nothing: munged (as the munge user, its own socket in the
 // temp dir), slurmctld and slurmd with a generated slurm.conf (free ports, state/spool/log/pid files in the
 // temp dir). Every wait is bounded; stop() TERMs the daemons by the pids in their pid files, then KILLs.
 // start() returns the reason when something is missing (the test then skips with it).

@@ -14,7 +14,7 @@ using namespace kb::stats;
 
 namespace {
 
-// Noise like this machine (TOOLCHAINS.md): ~1% CV, occasional slow outliers up to +13%, slow drift.
+// Noise like this machine (measured here): ~1% CV, occasional slow outliers up to +13%, slow drift.
 NoiseModel machine_like(uint64_t seed) {
   NoiseModel m;
   m.cv = 0.01;
