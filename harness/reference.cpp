@@ -196,6 +196,7 @@ std::shared_ptr<const GemmProblem> make_problem(const Shape& s, DType d, uint64_
   p->B.resize(size_t(s.K * s.N));
   for (auto& x : p->A) x = round_to_dtype(dist(rng), d);
   for (auto& x : p->B) x = round_to_dtype(dist(rng), d);
+  if (opts.inputs_only) return p;
   if (s.flops() <= opts.full_max_flop) {
     build_full(*p);
   } else {

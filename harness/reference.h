@@ -19,6 +19,7 @@ struct ReferenceOptions {
   double full_max_flop = 2e9;
   int projections = 2;  // Freivalds vectors per direction
   int64_t edge = 8;     // last rows and last columns checked exactly
+  bool inputs_only = false;  // A and B alone, no reference (benchmarks of the reference's own cost)
 };
 
 // One exactly known element of C.
