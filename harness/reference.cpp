@@ -49,47 +49,78 @@ std::vector<double> signs(Rng& rng, int64_t n) {
   return v;
 }
 
-// y = X * v for a row-major float matrix X (r x c), in fp64; `absolute` uses |X| (v given).
-std::vector<double> mat_vec(const float* X, int64_t r, int64_t c, const std::vector<double>& v, bool absolute) {
-  std::vector<double> y(static_cast<size_t>(r));
+// One of several vectors a matrix is multiplied with in one pass; `absolute` uses |X|.
+struct Operand {
+  const std::vector<double>* v;
+  bool absolute;
+};
+
+// y_t = X * v_t for every operand, in one pass over X (r x c, row-major float), in fp64; rows split
+// across the cores.
+std::vector<std::vector<double>> mat_vecs(const float* X, int64_t r, int64_t c, const std::vector<Operand>& ops) {
+  std::vector<std::vector<double>> y(ops.size(), std::vector<double>(static_cast<size_t>(r)));
   parallel_rows(r, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const float* row = X + i * c;
-      double acc = 0;
-      for (int64_t k = 0; k < c; ++k) acc += (absolute ? std::fabs(double(row[k])) : double(row[k])) * v[size_t(k)];
-      y[size_t(i)] = acc;
+      for (size_t t = 0; t < ops.size(); ++t) {
+        const double* v = ops[t].v->data();
+        double acc = 0;
+        if (ops[t].absolute)
+          for (int64_t k = 0; k < c; ++k) acc += std::fabs(double(row[k])) * v[k];
+        else
+          for (int64_t k = 0; k < c; ++k) acc += double(row[k]) * v[k];
+        y[t][size_t(i)] = acc;
+      }
     }
   });
   return y;
 }
 
-// y = v * X for a row-major float matrix X (r x c), in fp64 (length c).
-std::vector<double> vec_mat(const std::vector<double>& v, const float* X, int64_t r, int64_t c, bool absolute) {
-  std::vector<double> y(static_cast<size_t>(c), 0.0);
-  for (int64_t i = 0; i < r; ++i) {
-    const float* row = X + i * c;
-    const double w = v[size_t(i)];
-    for (int64_t j = 0; j < c; ++j) y[size_t(j)] += w * (absolute ? std::fabs(double(row[j])) : double(row[j]));
-  }
+// y_t = v_t * X for every operand (length c), in one pass over X; columns split across the cores.
+std::vector<std::vector<double>> vec_mats(const std::vector<Operand>& ops, const float* X, int64_t r, int64_t c) {
+  std::vector<std::vector<double>> y(ops.size(), std::vector<double>(static_cast<size_t>(c), 0.0));
+  parallel_rows(c, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = 0; i < r; ++i) {
+      const float* row = X + i * c;
+      for (size_t t = 0; t < ops.size(); ++t) {
+        const double w = (*ops[t].v)[size_t(i)];
+        double* out = y[t].data();
+        if (ops[t].absolute)
+          for (int64_t j = lo; j < hi; ++j) out[j] += w * std::fabs(double(row[j]));
+        else
+          for (int64_t j = lo; j < hi; ++j) out[j] += w * double(row[j]);
+      }
+    }
+  });
   return y;
 }
 
-// Freivalds projections and their scales: rows C*x = A*(B*x), columns y*C = (y*A)*B.
+// Freivalds projections and their scales: rows C*x = A*(B*x) and |A|*(|B|*1), columns y*C = (y*A)*B and
+// (1*|A|)*|B|; two passes over each of A and B.
 void build_projections(GemmProblem& p, Rng& rng, int count) {
   const Shape& s = p.shape;
-  const float* A = p.A.data();
-  const float* B = p.B.data();
+  std::vector<std::vector<double>> xs, ys;
   for (int r = 0; r < count; ++r) {
-    Projection row{signs(rng, s.N), {}};
-    row.ref = mat_vec(A, s.M, s.K, mat_vec(B, s.K, s.N, row.v, false), false);
-    p.rows.push_back(std::move(row));
-    Projection col{signs(rng, s.M), {}};
-    col.ref = vec_mat(vec_mat(col.v, A, s.M, s.K, false), B, s.K, s.N, false);
-    p.cols.push_back(std::move(col));
+    xs.push_back(signs(rng, s.N));
+    ys.push_back(signs(rng, s.M));
   }
   const std::vector<double> ones_n(size_t(s.N), 1.0), ones_m(size_t(s.M), 1.0);
-  p.row_scale = mat_vec(A, s.M, s.K, mat_vec(B, s.K, s.N, ones_n, true), true);
-  p.col_scale = vec_mat(vec_mat(ones_m, A, s.M, s.K, true), B, s.K, s.N, true);
+  auto operands = [](const std::vector<std::vector<double>>& vs, const std::vector<double>& ones) {
+    std::vector<Operand> ops;
+    for (const auto& v : vs) ops.push_back({&v, false});
+    ops.push_back({&ones, true});
+    return ops;
+  };
+  const auto bx = mat_vecs(p.B.data(), s.K, s.N, operands(xs, ones_n));
+  const auto abx = mat_vecs(p.A.data(), s.M, s.K, operands({bx.begin(), bx.end() - 1}, bx.back()));
+  const auto ya = vec_mats(operands(ys, ones_m), p.A.data(), s.M, s.K);
+  const auto yab = vec_mats(operands({ya.begin(), ya.end() - 1}, ya.back()), p.B.data(), s.K, s.N);
+  for (int r = 0; r < count; ++r) {
+    p.rows.push_back({xs[size_t(r)], abx[size_t(r)]});
+    p.cols.push_back({ys[size_t(r)], yab[size_t(r)]});
+  }
+  p.row_scale = abx.back();
+  p.col_scale = yab.back();
 }
 
 // The elements checked exactly: every element of the last `edge` rows and columns (at most a 16th of
