@@ -6,8 +6,12 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include <boost/math/distributions/normal.hpp>
 #include <boost/math/distributions/students_t.hpp>
+
+#include "core/error.h"
 
 namespace kb::stats {
 
@@ -15,8 +19,14 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Every statistic starts here: an empty sample is a programming error; a NaN or infinite value is a
+// measurement that cannot be ranked (where it sits would decide the answer), refused with its position.
 void require_nonempty(const std::vector<double>& x, const char* what) {
   if (x.empty()) throw std::invalid_argument(std::string(what) + ": empty sample");
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i]))
+      throw Error(fmt::format("{}: value {} of {} is {}: a measurement that is not a finite number cannot be ranked",
+                              what, i, x.size(), x[i]));
 }
 
 // Sorted copy helper: the value at 0-based order statistic k, partially reordering v.
