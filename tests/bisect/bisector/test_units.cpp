@@ -1,0 +1,117 @@
+// The bisector's pure parts: strategy (midpoints, skips, weights), the journal, config errors.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bisect/bisector.h"
+#include "bisect/config.h"
+#include "bisect/journal.h"
+#include "bisect/report.h"
+#include "bisect/strategy.h"
+#include "tests/common/bisect_fixture.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/process.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace kb::bisect;
+using kbtest::cpu_toolchain;
+using kbtest::GitRepo;
+
+using kbtest::write_tmp;
+
+TEST(Strategy, MidpointsSkipsAndAmbiguity) {
+  Strategy s(9);  // 0 good .. 8 bad
+  ASSERT_EQ(s.next(), 4);
+  s.record(4, Side::skip);
+  const int nb = *s.next();
+  EXPECT_TRUE(nb == 3 || nb == 5) << nb;  // a neighbour of the skipped midpoint
+  s.record(nb, Side::good);
+  while (auto n = s.next()) s.record(*n, *n < 6 ? Side::good : Side::bad);
+  EXPECT_TRUE(s.found());
+  EXPECT_EQ(s.hi(), 6);
+
+  Strategy a(5);
+  a.record(2, Side::skip);
+  a.record(3, Side::skip);
+  a.record(1, Side::good);
+  EXPECT_FALSE(a.next().has_value());
+  EXPECT_FALSE(a.found());
+  EXPECT_EQ(a.candidates(), (std::vector<int>{2, 3, 4}));
+  EXPECT_THROW(a.record(1, Side::bad), std::logic_error);
+}
+
+TEST(Strategy, WeightsMoveTheSplit) {
+  std::vector<double> w(11, 1.0);
+  for (int i = 8; i <= 10; ++i) w[size_t(i)] = 20;  // almost all prior mass near the end
+  Strategy s(11, w);
+  EXPECT_GE(*s.next(), 8);
+}
+
+TEST(Journal, TornLastLineIsDroppedAndResumeIndexes) {
+  const std::string d = kb::temp_dir("kb-journal");
+  const std::string p = d + "/journal.jsonl";
+  {
+    Journal j(p, false);
+    j.append({{"ev", "start"}, {"shas", {"a", "b"}}});
+    j.append({{"ev", "build_end"}, {"sha", "a"}, {"probe", {{"ok", true}}}, {"wall_s", 1.5}});
+  }
+  {
+    std::ofstream f(p, std::ios::app);
+    f << "{\"ev\": \"measure\", \"key\": \"repro";  // killed mid-write
+  }
+  EXPECT_THROW(Journal(p, false), kb::InputError);
+  Journal j(p, true);
+  EXPECT_EQ(j.events().size(), 2u);
+  EXPECT_NE(j.probe("a"), nullptr);
+  EXPECT_EQ(j.measurement("reproduce"), nullptr);
+  EXPECT_DOUBLE_EQ(j.replayed_wall_s(), 1.5);
+  j.append({{"ev", "decision"}, {"key", "step:x"}});
+  EXPECT_EQ(read_journal(p).size(), 3u);
+  kb::remove_tree(d);
+}
+
+TEST(Config, ErrorsNameFileLineAndField) {
+  GitRepo r;
+  r.commit({{"tc.yaml", cpu_toolchain("-O2")}}, "init");
+  const std::string base = bisect_config(r, "HEAD", "HEAD", "{in_tree: tc.yaml}", "time", "0.5%");
+  auto expect_error = [&](const std::string& text, const std::string& needle) {
+    const std::string p = write_tmp(r, text, "c.yaml");
+    try {
+      load_bisect_config(p);
+      ADD_FAILURE() << "no error for: " << needle;
+    } catch (const kb::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("c.yaml"), std::string::npos) << e.what();
+    }
+  };
+  expect_error(base + "colour: red\n", "unknown field 'colour'");
+  expect_error(base + "first_parent: maybe\n", "first_parent");
+  expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {block_rounds: 1, "),
+               "'measure.block_rounds' = '1' must be 0 (one load) or an integer in 2..4096");
+  EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.block_rounds, 4);  // the default
+  expect_error(std::string(base).replace(base.find("metric: time"), 12, "metric: speed"), "metric 'speed'");
+  expect_error(std::string(base).replace(base.find("threshold: 0.5%"), 15, "threshold: lots"), "threshold");
+  expect_error(std::string(base).replace(base.find("{in_tree: tc.yaml}"), 18, "{build: {command: make}}"),
+               "missing field 'toolchain'");
+  // Line and column of the offending node.
+  try {
+    load_bisect_config(write_tmp(r, std::string(base).replace(base.find("max_builds: 20"), 14, "max_builds: -3"), "c.yaml"));
+    ADD_FAILURE();
+  } catch (const kb::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("budgets.max_builds"), std::string::npos) << e.what();
+  }
+}
+
+// ---- (1) runtime effect: a commit that switches -O3 to -O0 --------------------------------------
