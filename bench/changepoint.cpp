@@ -1,5 +1,5 @@
 // changepoint: false-positive rate and detection power/delay of the change-point scan
-// (harness/changepoint: E-Divisive on log medians + permutation test) on simulated nightly series.
+// (stats/changepoint: E-Divisive on log medians + permutation test) on simulated nightly series.
 //
 //   changepoint [--series N] [--nights N] [--cv F] [--alpha F] [--permutations N] [--min-segment N] [--seed S]
 //

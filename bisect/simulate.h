@@ -1,5 +1,5 @@
 // Seeded synthetic histories for the bisector: a range of N compiler commits with one step of the
-// kernel's time at a random commit, per-sample lognormal noise with outliers (harness/noise), builds that
+// kernel's time at a random commit, per-sample lognormal noise with outliers (stats/noise), builds that
 // fail at some commits, and commits that leave the kernel's machine code unchanged. SimLab implements
 // the oracle's Lab interface on such a history, so run_bisection() — the real strategy, the real
 // decisions, the real loop — runs on it unchanged. Two baselines run on the same histories:

@@ -1,5 +1,5 @@
 // Comparing two sets of timing samples case by case: our result files or Google Benchmark JSON with
-// repetitions, matched by case key; per case a three-outcome verdict (harness/stats) with the effect
+// repetitions, matched by case key; per case a three-outcome verdict (stats/) with the effect
 // and its CI; a geometric-mean row; console table, Markdown and JSON renderings (printers only render).
 // `kbisect ab` builds the same Comparison from interleaved, paired measurements.
 #pragma once

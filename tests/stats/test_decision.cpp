@@ -1,4 +1,4 @@
-// The decision rules on simulated data (harness/noise): false-positive rate on identical code and
+// The decision rules on simulated data (stats/noise): false-positive rate on identical code and
 // power on a change of exactly the threshold, over many seeded trials. Deterministic: every trial has a
 // fixed seed, so these rates are fixed numbers for this code and can be asserted.
 #include <cmath>
