@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "core/fsutil.h"
 #include "git/git.h"
 #include "report/html.h"
+#include "report/svg.h"
 
 namespace kb::bisect {
 
@@ -253,118 +255,70 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   return md;
 }
 
+// The metric per commit through report/svg: x = commit index, y = effect vs good (CI bars), the culprit step.
 std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
   const int n = int(commits.size());
-  const double W = 860, H = 320, L = 70, R = 20, T = 20, B = 50;
   const bool tm = timed(cfg);
   auto yval = [&](double lvl) { return tm ? 100 * std::expm1(lvl) : lvl; };
-  // Points: (index, y, lo, hi, kind)
-  struct Pt {
-    int i;
-    double y, lo, hi;
-    std::string kind;  // measured | same-code | static | endpoint
-    std::string label;
+  auto tip = [&](int i, const std::string& what) {
+    return fmt::format("{} {} {}: {}", i, short_sha(commits[size_t(i)].sha), commits[size_t(i)].subject, what);
   };
-  std::vector<Pt> pts;
+  report::svg::Plot p;
+  p.width = 860, p.height = 320, p.aria_label = "bisect: " + cfg.name;
+  p.x.label = fmt::format("commit index (0 = good, {} = bad)", n - 1);
+  p.y = {tm ? to_string(cfg.metric) + " vs good (time, %)" : to_string(cfg.metric), tm, tm ? "%" : ""};
+  report::svg::Series measured{"", "#246"}, same{"", "#246"}, stat{"", "#284"};
+  measured.line = same.line = stat.line = false, same.hollow = true;
+  measured.dot_radius = same.dot_radius = stat.dot_radius = 4;
+  auto add = [](report::svg::Series& s, double x, double y, double lo, double hi, std::string title) {
+    s.points.push_back({x, y}), s.bars.push_back({lo, hi}), s.titles.push_back(std::move(title));
+  };
   const double good_y = o.good_level;
-  double bad_y = 0;
-  bool have_bad = false;
+  std::optional<double> bad_y;
   if (o.reproduce && o.reproduce->has_level) {
     bad_y = yval(o.reproduce->level);
-    have_bad = true;
-    pts.push_back({n - 1, bad_y, yval(o.reproduce->level_lo), yval(o.reproduce->level_hi), "endpoint", "bad"});
+    add(measured, n - 1, *bad_y, yval(o.reproduce->level_lo), yval(o.reproduce->level_hi), tip(n - 1, "bad"));
   }
-  pts.push_back({0, good_y, good_y, good_y, "endpoint", "good"});
-  std::vector<int> skipped;
+  add(measured, 0, good_y, good_y, good_y, tip(0, "good"));
   for (const auto& s : o.steps) {
     if (s.side == Side::skip) {
-      skipped.push_back(s.index);
-      continue;
-    }
-    if (s.has_level) {
-      pts.push_back({s.index, yval(s.level), tm ? yval(s.level_lo) : yval(s.level), tm ? yval(s.level_hi) : yval(s.level),
-                     tm ? "measured" : "static", s.how});
+      p.markers.push_back({true, double(s.index), "#c60", short_sha(s.sha) + " skipped"});
+    } else if (s.has_level) {
+      add(tm ? measured : stat, s.index, yval(s.level), yval(tm ? s.level_lo : s.level), yval(tm ? s.level_hi : s.level),
+          tip(s.index, s.how));
     } else if (s.how == "same-code") {
-      const double y = s.side == Side::bad ? bad_y : good_y;
-      pts.push_back({s.index, y, y, y, "same-code", s.reason});
+      const double y = s.side == Side::bad && bad_y ? *bad_y : good_y;
+      add(same, s.index, y, y, y, tip(s.index, s.reason));
     }
   }
-  double ymin = 1e300, ymax = -1e300;
-  for (const auto& p : pts) {
-    ymin = std::min({ymin, p.lo, p.y});
-    ymax = std::max({ymax, p.hi, p.y});
-  }
-  if (!(ymax > ymin)) {
-    ymin -= 1;
-    ymax += 1;
-  }
-  const double pad = 0.1 * (ymax - ymin);
-  ymin -= pad;
-  ymax += pad;
-  auto X = [&](double i) { return L + (W - L - R) * (n > 1 ? i / double(n - 1) : 0.5); };
-  auto Y = [&](double v) { return T + (H - T - B) * (1 - (v - ymin) / (ymax - ymin)); };
-  std::string s = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n",
-      W, H, W, H);
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n", L, T, W - L - R,
-                   H - T - B);
-  for (int k = 0; k <= 4; ++k) {
-    const double v = ymin + (ymax - ymin) * k / 4;
-    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/>"
-                     "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-                     L, W - R, Y(v), Y(v), L - 4, Y(v) + 4, tm ? fmt::format("{:+.2f}%", v) : fmt::format("{:g}", v));
-  }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">commit index (0 = good, {} = bad)</text>\n",
-                   (L + W - R) / 2, H - 10, n - 1);
-  s += fmt::format("<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>\n",
-                   (T + H - B) / 2, (T + H - B) / 2, tm ? to_string(cfg.metric) + " vs good (time, %)" : to_string(cfg.metric));
-  if (o.culprits.size() > 1 && have_bad) {
-    // Several steps: a step line through the verified levels, one label per step.
-    std::string poly = fmt::format("{:.1f},{:.1f}", X(0), Y(good_y));
+  // The step line through the verified level of every culprit, one marker per culprit.
+  report::svg::Series step{"", "#c33"};
+  step.dots = false;
+  if (bad_y) {
     double y = good_y;
-    int k = 0;
-    for (const auto& cu : o.culprits) {
+    step.points.push_back({0, y});
+    for (const auto& cu : o.culprits.size() > 1 ? o.culprits : std::vector<Culprit>{}) {
       if (!cu.verify.has_level) continue;
-      const double xc = X(cu.index - 0.5), ny = yval(cu.verify.level);
-      poly += fmt::format(" {:.1f},{:.1f} {:.1f},{:.1f}", xc, Y(y), xc, Y(ny));
-      y = ny;
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"{}\" text-anchor=\"middle\">{} {}</text>\n", xc, T + 12 + 12 * (k++ % 2),
-                       cu.improvement ? "#282" : "#c33", cu.improvement ? "improvement" : "culprit",
-                       html_escape(commits[size_t(cu.index)].sha.substr(0, 10)));
+      step.points.push_back({cu.index - 0.5, y});
+      y = yval(cu.verify.level);
+      step.points.push_back({cu.index - 0.5, y});
     }
-    poly += fmt::format(" {:.1f},{:.1f}", X(n - 1), Y(y));
-    s += "<polyline fill=\"none\" stroke=\"#c33\" stroke-width=\"1.5\" points=\"" + poly + "\"/>\n";
-  } else if (o.culprit >= 0 && have_bad) {
-    const double xc = X(o.culprit - 0.5);
-    s += fmt::format("<polyline fill=\"none\" stroke=\"#c33\" stroke-width=\"1.5\" points=\"{:.1f},{:.1f} {:.1f},{:.1f} "
-                     "{:.1f},{:.1f} {:.1f},{:.1f}\"/>\n",
-                     X(0), Y(good_y), xc, Y(good_y), xc, Y(bad_y), X(n - 1), Y(bad_y));
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" fill=\"#c33\" text-anchor=\"middle\">culprit {}</text>\n", xc, T + 12,
-                     html_escape(commits[size_t(o.culprit)].sha.substr(0, 10)));
+    if (o.culprits.size() <= 1 && o.culprit >= 0)
+      step.points.push_back({o.culprit - 0.5, y}), step.points.push_back({o.culprit - 0.5, y = *bad_y});
+    step.points.push_back({double(n - 1), y});
   }
-  for (const auto& p : pts) {
-    const double x = X(p.i);
-    const std::string title = fmt::format("<title>{} {}: {}</title>", p.i, html_escape(short_sha(commits[size_t(p.i)].sha)),
-                                          html_escape(p.label));
-    if (p.kind == "measured" || p.kind == "endpoint") {
-      if (p.hi > p.lo)
-        s += fmt::format("<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#246\"/>\n", x, x, Y(p.lo), Y(p.hi));
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#246\">{}</circle>\n", x, Y(p.y), title);
-    } else if (p.kind == "static") {
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"#284\">{}</circle>\n", x, Y(p.y), title);
-    } else {
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"white\" stroke=\"#246\">{}</circle>\n", x,
-                       Y(p.y), title);
-    }
-  }
-  for (int i : skipped) {
-    const double x = X(i), y = H - B - 8;
-    s += fmt::format("<path d=\"M{:.1f},{:.1f} l8,8 m0,-8 l-8,8\" stroke=\"#c60\" stroke-width=\"2\"><title>{} skipped</title></path>\n",
-                     x - 4, y - 4, html_escape(short_sha(commits[size_t(i)].sha)));
-  }
-  s += "</svg>\n";
-  return s;
+  auto mark = [&](int i, bool improvement) {
+    const std::string what = improvement ? "improvement " : "culprit ";
+    p.markers.push_back({true, i - 0.5, improvement ? "#282" : "#c33", tip(i, what), what + short_sha(commits[size_t(i)].sha)});
+  };
+  if (bad_y && o.culprits.size() > 1)
+    for (const auto& cu : o.culprits) mark(cu.index, cu.improvement);
+  else if (bad_y && o.culprit >= 0)
+    mark(o.culprit, false);
+  if (step.points.size() > 2) p.series.push_back(step);
+  for (auto* s : {&measured, &stat, &same})
+    if (!s->points.empty()) p.series.push_back(*s);
+  return report::svg::render(p);
 }
 
 std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {

@@ -86,6 +86,8 @@ Frame frame_for(const Plot& p) {
   std::vector<double> xs, ys, y2s;
   for (const auto& s : p.series)
     for (const auto& [x, y] : s.points) xs.push_back(x), (s.right_axis ? y2s : ys).push_back(y);
+  for (const auto& s : p.series)
+    for (const auto& [lo, hi] : s.bars) (s.right_axis ? y2s : ys).push_back(lo), (s.right_axis ? y2s : ys).push_back(hi);
   for (const auto& m : p.markers) (m.vertical ? xs : ys).push_back(m.at);
   f.has_y2 = std::any_of(p.series.begin(), p.series.end(), [](const Series& s) { return s.right_axis; });
   Axis xa = p.x;
@@ -154,12 +156,16 @@ std::string x_axis(const Plot& p, const Frame& f) {
 
 std::string markers(const Plot& p, const Frame& f) {
   std::string o;
+  int text_row = 0;  // marker texts alternate between two rows so neighbours do not overlap
   for (const auto& m : p.markers) {
     double a = m.vertical ? f.px(m.at) : f.py(f.sy, m.at);
     o += m.vertical ? fmt::format("<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"", a, kTop, kTop + f.ph)
                     : fmt::format("<line x1=\"{1:.1f}\" y1=\"{0:.1f}\" x2=\"{2:.1f}\" y2=\"{0:.1f}\"", a, f.L, f.L + f.pw);
     o += fmt::format(" stroke=\"{}\" stroke-dasharray=\"3,3\">", escape(m.color));
     o += m.label.empty() ? "</line>\n" : "<title>" + escape(m.label) + "</title></line>\n";
+    if (m.vertical && !m.text.empty())
+      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" fill=\"{}\">{}</text>\n", a + 3,
+                       kTop + 10 + 12 * double(text_row++ % 2), kFont, escape(m.color), escape(m.text));
   }
   return o;
 }
@@ -174,10 +180,15 @@ std::string series(const Plot& p, const Frame& f) {
     if (s.line)
       o += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", pts,
                        escape(s.color), s.dashed ? " stroke-dasharray=\"5,3\"" : "");
+    for (size_t i = 0; i < s.bars.size() && i < s.points.size(); ++i)
+      if (s.bars[i].second > s.bars[i].first)
+        o += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\"/>\n",
+                         f.px(s.points[i].first), f.py(sc, s.bars[i].first), f.py(sc, s.bars[i].second), escape(s.color));
     if (!s.dots) continue;
+    const std::string paint = s.hollow ? "fill=\"white\" stroke=\"" + escape(s.color) + "\"" : "fill=\"" + escape(s.color) + "\"";
     for (size_t i = 0; i < s.points.size(); ++i) {
-      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\">", f.px(s.points[i].first),
-                       f.py(sc, s.points[i].second), escape(s.color));
+      o += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{:g}\" {}>", f.px(s.points[i].first),
+                       f.py(sc, s.points[i].second), s.dot_radius, paint);
       o += i < s.titles.size() ? "<title>" + escape(s.titles[i]) + "</title></circle>\n" : "</circle>\n";
     }
   }

@@ -33,12 +33,16 @@ struct Series {
   std::vector<std::string> titles;  // tooltip per point (empty: none)
   bool line = true, dots = true, dashed = false;
   bool right_axis = false;          // plotted against the right y axis
+  std::vector<std::pair<double, double>> bars;  // per point (lo, hi) of a vertical error bar; empty: none
+  bool hollow = false;              // dots drawn as rings
+  double dot_radius = 3;
 };
 
 struct Marker {
   bool vertical = true;   // a vertical line at x = at, else a horizontal one at y = at (left axis)
   double at = 0;
-  std::string color = "#888", label;
+  std::string color = "#888", label;  // label: the line's tooltip
+  std::string text;                   // shown at the top of a vertical marker line (empty: none)
 };
 
 struct Plot {
