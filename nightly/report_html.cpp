@@ -7,6 +7,7 @@
 #include "git/git.h"
 #include "nightly/context.h"
 #include "report/html.h"
+#include "report/svg.h"
 
 namespace kb::nightly {
 
@@ -14,58 +15,48 @@ namespace {
 
 const Markup kHtml{html_escape, "<code>", "</code>", "<b>", "</b>"};
 
-// Inline SVG: the case's nightly medians with change points marked.
+// Inline SVG through report/svg: the case's nightly medians (tooltip: date, median), change points as dashed
+// markers "change +x% (p=...)" with the segment levels before and after, tonight's point in red.
 std::string trend_svg(const std::vector<SeriesPoint>& pts, const std::vector<ChangePoint>& cps, int64_t tonight) {
-  const double W = 640, H = 220, L = 70, R = 20, T = 20, B = 40;
   std::vector<const SeriesPoint*> ok;
   for (const auto& p : pts)
     if (p.status == "ok" && p.median_s > 0) ok.push_back(&p);
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\">"
-      "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>",
-      W, H, W, H);
-  if (ok.empty()) return svg + "<text x=\"10\" y=\"20\">no data</text></svg>";
-  double lo = ok[0]->median_s, hi = lo;
-  for (auto* p : ok) lo = std::min(lo, p->median_s), hi = std::max(hi, p->median_s);
-  if (hi - lo < 1e-12 * hi) hi = lo * 1.01 + 1e-12, lo = lo * 0.99;
-  const double pad = 0.08 * (hi - lo);
-  lo -= pad, hi += pad;
+  if (ok.empty())
+    return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"220\" role=\"img\">"
+           "<text x=\"10\" y=\"20\">no data</text></svg>";
+  double hi = 0;
+  for (auto* p : ok) hi = std::max(hi, p->median_s);
+  const auto [unit, scale] = hi < 1e-3 ? std::pair{"us", 1e6} : hi < 1 ? std::pair{"ms", 1e3} : std::pair{"s", 1.0};
+  report::svg::Plot plot;
+  plot.width = 640, plot.height = 220, plot.aria_label = "nightly trend";
+  plot.y = {std::string("median (") + unit + ")", false, "", false};
+  plot.x.label = "night";
+  report::svg::Series medians{"median", "#2c3e50"}, last{"", "#c0392b"};
+  last.line = false, last.dot_radius = 4;
   const size_t n = ok.size();
-  auto x = [&](size_t i) { return n == 1 ? L + (W - L - R) / 2 : L + (W - L - R) * double(i) / double(n - 1); };
-  auto y = [&](double v) { return T + (H - T - B) * (1 - (v - lo) / (hi - lo)); };
-  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>", L, H - B, W - R, H - B);
-  svg += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>", L, T, L, H - B);
-  for (double v : {lo + pad, hi - pad})
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{}</text>", L - 4, y(v) + 4,
-                       html_escape(format_seconds(v)));
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>", L, H - B + 16, html_escape(ok.front()->date));
-  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>", W - R, H - B + 16,
-                     html_escape(ok.back()->date));
+  for (size_t i = 0; i < n; ++i) {
+    const std::string title = ok[i]->date + " " + format_seconds(ok[i]->median_s);
+    medians.points.push_back({double(i), ok[i]->median_s * scale}), medians.titles.push_back(title);
+    if (ok[i]->run_id == tonight) last.points.push_back(medians.points.back()), last.titles.push_back(title);
+    plot.x_labels.push_back({double(i), ok[i]->date});
+  }
+  plot.series.push_back(medians);
   for (const auto& cp : cps) {
     size_t k = 0;
     while (k < n && ok[k]->run_id != cp.run_id) ++k;
     if (k == n || k == 0) continue;
-    const double cx = (x(k - 1) + x(k)) / 2;
+    const double cx = double(k) - 0.5;
     const std::string color = cp.rel_change > 0 ? "#c0392b" : "#27ae60";
-    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"{}\" stroke-dasharray=\"4 3\"/>", cx, T,
-                       cx, H - B, color);
-    svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"11\" fill=\"{}\">change {} (p={:.3g})</text>", cx + 3, T + 10,
-                       color, html_escape(pct(cp.rel_change, 1)), cp.p_value);
-    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"/>",
-                       x(0), y(cp.before), cx, y(cp.before), color);
-    svg += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"2\"/>", cx,
-                       y(cp.after), x(n - 1), y(cp.after), color);
+    const std::string text = fmt::format("change {} (p={:.3g})", pct(cp.rel_change, 1), cp.p_value);
+    plot.markers.push_back({true, cx, color, text, text});
+    report::svg::Series before{"", color}, after{"", color};
+    before.dots = after.dots = false;
+    before.points = {{0, cp.before * scale}, {cx, cp.before * scale}};
+    after.points = {{cx, cp.after * scale}, {double(n - 1), cp.after * scale}};
+    plot.series.push_back(before), plot.series.push_back(after);
   }
-  std::string poly;
-  for (size_t i = 0; i < n; ++i) poly += fmt::format("{:.1f},{:.1f} ", x(i), y(ok[i]->median_s));
-  svg += "<polyline fill=\"none\" stroke=\"#2c3e50\" stroke-width=\"1.2\" points=\"" + poly + "\"/>";
-  for (size_t i = 0; i < n; ++i) {
-    const bool last = ok[i]->run_id == tonight;
-    svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\"><title>{} {}</title></circle>", x(i),
-                       y(ok[i]->median_s), last ? 4 : 2.5, last ? "#c0392b" : "#2c3e50", html_escape(ok[i]->date),
-                       html_escape(format_seconds(ok[i]->median_s)));
-  }
-  return svg + "</svg>";
+  if (!last.points.empty()) plot.series.push_back(last);
+  return report::svg::render(plot);
 }
 
 // Title, compiler, scheduler, incomplete shards, notes.
