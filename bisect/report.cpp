@@ -267,7 +267,9 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   p.width = 860, p.height = 320, p.aria_label = "bisect: " + cfg.name;
   p.x.label = fmt::format("commit index (0 = good, {} = bad)", n - 1);
   p.y = {tm ? to_string(cfg.metric) + " vs good (time, %)" : to_string(cfg.metric), tm, tm ? "%" : ""};
-  report::svg::Series measured{"", "#246"}, same{"", "#246"}, stat{"", "#284"};
+  auto measured = report::svg::series("", "#246");
+  auto same = report::svg::series("", "#246");
+  auto stat = report::svg::series("", "#284");
   measured.line = same.line = stat.line = false, same.hollow = true;
   measured.dot_radius = same.dot_radius = stat.dot_radius = 4;
   auto add = [](report::svg::Series& s, double x, double y, double lo, double hi, std::string title) {
@@ -282,7 +284,7 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   add(measured, 0, good_y, good_y, good_y, tip(0, "good"));
   for (const auto& s : o.steps) {
     if (s.side == Side::skip) {
-      p.markers.push_back({true, double(s.index), "#c60", short_sha(s.sha) + " skipped"});
+      p.markers.push_back(report::svg::vertical_marker(double(s.index), "#c60", short_sha(s.sha) + " skipped"));
     } else if (s.has_level) {
       add(tm ? measured : stat, s.index, yval(s.level), yval(tm ? s.level_lo : s.level), yval(tm ? s.level_hi : s.level),
           tip(s.index, s.how));
@@ -292,7 +294,7 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
     }
   }
   // The step line through the verified level of every culprit, one marker per culprit.
-  report::svg::Series step{"", "#c33"};
+  auto step = report::svg::series("", "#c33");
   step.dots = false;
   if (bad_y) {
     double y = good_y;
@@ -309,7 +311,8 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   }
   auto mark = [&](int i, bool improvement) {
     const std::string what = improvement ? "improvement " : "culprit ";
-    p.markers.push_back({true, i - 0.5, improvement ? "#282" : "#c33", tip(i, what), what + short_sha(commits[size_t(i)].sha)});
+    p.markers.push_back(report::svg::vertical_marker(i - 0.5, improvement ? "#282" : "#c33", tip(i, what),
+                                                     what + short_sha(commits[size_t(i)].sha)));
   };
   if (bad_y && o.culprits.size() > 1)
     for (const auto& cu : o.culprits) mark(cu.index, cu.improvement);

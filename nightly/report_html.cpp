@@ -31,7 +31,8 @@ std::string trend_svg(const std::vector<SeriesPoint>& pts, const std::vector<Cha
   plot.width = 640, plot.height = 220, plot.aria_label = "nightly trend";
   plot.y = {std::string("median (") + unit + ")", false, "", false};
   plot.x.label = "night";
-  report::svg::Series medians{"median", "#2c3e50"}, last{"", "#c0392b"};
+  auto medians = report::svg::series("median", "#2c3e50");
+  auto last = report::svg::series("", "#c0392b");
   last.line = false, last.dot_radius = 4;
   const size_t n = ok.size();
   for (size_t i = 0; i < n; ++i) {
@@ -48,8 +49,9 @@ std::string trend_svg(const std::vector<SeriesPoint>& pts, const std::vector<Cha
     const double cx = double(k) - 0.5;
     const std::string color = cp.rel_change > 0 ? "#c0392b" : "#27ae60";
     const std::string text = fmt::format("change {} (p={:.3g})", pct(cp.rel_change, 1), cp.p_value);
-    plot.markers.push_back({true, cx, color, text, text});
-    report::svg::Series before{"", color}, after{"", color};
+    plot.markers.push_back(report::svg::vertical_marker(cx, color, text, text));
+    auto before = report::svg::series("", color);
+    auto after = report::svg::series("", color);
     before.dots = after.dots = false;
     before.points = {{0, cp.before * scale}, {cx, cp.before * scale}};
     after.points = {{cx, cp.after * scale}, {double(n - 1), cp.after * scale}};

@@ -38,12 +38,30 @@ struct Series {
   double dot_radius = 3;
 };
 
+// A series with its legend text and colour, the rest as defaults.
+inline Series series(std::string name, std::string color) {
+  Series s;
+  s.name = std::move(name);
+  s.color = std::move(color);
+  return s;
+}
+
 struct Marker {
   bool vertical = true;   // a vertical line at x = at, else a horizontal one at y = at (left axis)
   double at = 0;
   std::string color = "#888", label;  // label: the line's tooltip
   std::string text;                   // shown at the top of a vertical marker line (empty: none)
 };
+
+// A vertical marker at x = at with its tooltip and (optional) text.
+inline Marker vertical_marker(double at, std::string color, std::string label, std::string text = "") {
+  Marker m;
+  m.at = at;
+  m.color = std::move(color);
+  m.label = std::move(label);
+  m.text = std::move(text);
+  return m;
+}
 
 struct Plot {
   double width = 720, height = 260;

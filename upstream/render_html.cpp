@@ -21,7 +21,8 @@ std::string history_svg(const std::vector<HistoryRow>& rows) {
   p.aria_label = "days behind and backlog per week";
   p.y.label = "days behind";
   p.y2.label = "backlog commits";
-  report::svg::Series days{"days behind", "#1f5fa8"}, backlog{"backlog commits", "#b04a00"};
+  auto days = report::svg::series("days behind", "#1f5fa8");
+  auto backlog = report::svg::series("backlog commits", "#b04a00");
   backlog.dashed = backlog.right_axis = true;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& h = rows[i];
