@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the golden inputs of tests/harness/stats/test_compare.cpp (run once; the outputs are committed).
+"""Writes the golden inputs of tests/harness/test_compare.cpp (run once; the outputs are committed).
 Samples are lognormal with a fixed seed, so the files never change unless this script does."""
 import json, math, random, os
 
