@@ -37,10 +37,14 @@ Registrar reg("explain",
               [](CLI::App* app) {
                 auto a = std::make_shared<Args>();
                 app->add_option("SWEEP", a->o.sweep_file, "sweep YAML file (default with --bisect-dir: the bisection's cases)");
-                app->add_option("--toolchain", a->o.toolchains, "toolchain A, then toolchain B (names or files)");
+                auto* tc = app->add_option("--toolchain", a->o.toolchains, "toolchain A, then toolchain B (names or files)");
                 app->add_option("--filter", a->o.filter, "regex on case ids (the first matching case is explained)");
-                app->add_option("--bisect-dir", a->o.bisect_dir, "a finished bisection's workdir");
-                app->add_option("--culprit", a->o.culprit, "with --bisect-dir: the culprit (sha or prefix); A = its parent");
+                auto* bd = app->add_option("--bisect-dir", a->o.bisect_dir, "a finished bisection's workdir");
+                auto* cu =
+                    app->add_option("--culprit", a->o.culprit, "with --bisect-dir: the culprit (sha or prefix); A = its parent");
+                bd->needs(cu);
+                cu->needs(bd);
+                bd->excludes(tc);
                 app->add_option("--max-diff-lines", a->o.max_diff_lines, "diff lines shown at most")->capture_default_str();
                 app->add_option("-o,--out", a->out, "directory for explain.json");
                 app->add_flag("--json", a->json, "print JSON");

@@ -200,7 +200,7 @@ std::vector<std::string> parse_formats(const std::string& list, const std::vecto
     if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) {
       std::string a;
       for (auto& x : allowed) a += (a.empty() ? "" : ", ") + x;
-      throw InputError(fmt::format("--format: unknown format '{}' (known: {})", f, a));
+      throw InputError(fmt::format("unknown format '{}' (known: {})", f, a));
     }
     out.push_back(f);
   }

@@ -15,6 +15,7 @@
 #include "core/fsutil.h"
 #include "core/process.h"
 #include "core/text.h"
+#include "stats/stats.h"
 
 namespace kb {
 
@@ -42,30 +43,18 @@ Summary summarize(const std::vector<double>& xs, double flops) {
   Summary s;
   s.samples = int64_t(xs.size());
   if (xs.empty()) return s;
-  std::vector<double> v = xs;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  auto median_of = [](const std::vector<double>& sorted) {
-    size_t m = sorted.size();
-    return m % 2 ? sorted[m / 2] : 0.5 * (sorted[m / 2 - 1] + sorted[m / 2]);
-  };
-  s.median_s = median_of(v);
-  s.min_s = v.front();
-  s.max_s = v.back();
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean_s = sum / double(n);
-  double ss = 0;
-  for (double x : v) ss += (x - s.mean_s) * (x - s.mean_s);
-  s.stddev_s = n > 1 ? std::sqrt(ss / double(n - 1)) : 0;
+  const auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
+  s.min_s = *lo;
+  s.max_s = *hi;
+  s.median_s = stats::median(xs);
+  s.mean_s = stats::mean(xs);
+  s.stddev_s = stats::stddev(xs);
   s.noise = s.mean_s > 0 ? s.stddev_s / s.mean_s : 0;
-  // Robust CI of the median: 1.4826*MAD estimates sigma without letting outliers dominate; the median's
-  // standard error is ~1.2533*sigma/sqrt(n) for near-normal data.
-  std::vector<double> dev(n);
-  for (size_t i = 0; i < n; ++i) dev[i] = std::fabs(v[i] - s.median_s);
-  std::sort(dev.begin(), dev.end());
-  double sigma = 1.4826 * median_of(dev);
-  s.ci_rel = (n > 1 && s.median_s > 0) ? 1.96 * 1.2533 * sigma / std::sqrt(double(n)) / s.median_s : 1.0;
+  // Robust CI of the median: kMadToSigma * MAD estimates sigma without letting outliers dominate; the
+  // median's standard error is about kMedianSe * sigma / sqrt(n) for near-normal data.
+  const double n = double(xs.size());
+  const double sigma = stats::kMadToSigma * stats::mad(xs);
+  s.ci_rel = (n > 1 && s.median_s > 0) ? 1.96 * stats::kMedianSe * sigma / std::sqrt(n) / s.median_s : 1.0;
   s.tflops = (flops > 0 && s.median_s > 0) ? flops / s.median_s / 1e12 : 0;
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -176,13 +177,15 @@ std::string result_case_list_hash(const RunResults& r) {
   return "";
 }
 
-RunResults merge_results(const std::vector<RunResults>& shards, const std::vector<std::string>& origins) {
-  auto origin = [&](size_t i) {
-    return i < origins.size() && !origins[i].empty() ? origins[i] : fmt::format("input {}", i + 1);
-  };
-  if (shards.empty()) throw InputError("merge: no shard results given");
-  std::vector<std::string> problems;
-  std::vector<ShardInfo> infos;
+namespace {
+
+using OriginOf = std::function<std::string(size_t)>;
+
+// The shards usable for the merge, grouped by shard index: the inputs with shard metadata that agree with
+// the first such input on the sweep, the case list and the split. Every other input adds a problem.
+std::vector<std::vector<size_t>> group_shards(const std::vector<RunResults>& shards, const OriginOf& origin,
+                                              std::vector<ShardInfo>& infos, size_t& ref_index,
+                                              std::vector<std::string>& problems) {
   std::vector<size_t> usable;  // indices into shards
   for (size_t i = 0; i < shards.size(); ++i) {
     auto si = shard_info(shards[i], origin(i));
@@ -197,33 +200,33 @@ RunResults merge_results(const std::vector<RunResults>& shards, const std::vecto
   }
   if (usable.empty()) throw InputError("merge: " + join_limited(problems, 20));
   // The reference: the first usable input.
-  const ShardInfo& ref = infos[usable.front()];
-  std::vector<size_t> same;
+  ref_index = usable.front();
+  const ShardInfo& ref = infos[ref_index];
+  std::vector<std::vector<size_t>> by_index(static_cast<size_t>(ref.spec.count));
   for (size_t i : usable) {
     const ShardInfo& s = infos[i];
     if (s.sweep != ref.sweep) {
       problems.push_back(fmt::format("{}: sweep '{}' differs from '{}' ({})", origin(i), s.sweep, ref.sweep,
-                                     origin(usable.front())));
-      continue;
-    }
-    if (s.case_list_hash != ref.case_list_hash) {
+                                     origin(ref_index)));
+    } else if (s.case_list_hash != ref.case_list_hash) {
       problems.push_back(fmt::format(
           "{}: case-list hash {} differs from {} ({}): expanded from a different sweep file or toolchains",
-          origin(i), s.case_list_hash.substr(0, 12), ref.case_list_hash.substr(0, 12), origin(usable.front())));
-      continue;
-    }
-    if (s.spec.count != ref.spec.count || s.total_cases != ref.total_cases) {
+          origin(i), s.case_list_hash.substr(0, 12), ref.case_list_hash.substr(0, 12), origin(ref_index)));
+    } else if (s.spec.count != ref.spec.count || s.total_cases != ref.total_cases) {
       problems.push_back(fmt::format("{}: shard {} of a {}-way split, but {} is of a {}-way split", origin(i),
-                                     s.spec.str(), s.spec.count, origin(usable.front()), ref.spec.count));
-      continue;
+                                     s.spec.str(), s.spec.count, origin(ref_index), ref.spec.count));
+    } else {
+      by_index[size_t(s.spec.index)].push_back(i);
     }
-    same.push_back(i);
   }
+  return by_index;
+}
+
+// Every shard index given exactly once, and each shard holding every case its metadata lists.
+void check_coverage(const std::vector<RunResults>& shards, const OriginOf& origin, const std::vector<ShardInfo>& infos,
+                    const ShardInfo& ref, const std::vector<std::vector<size_t>>& by_index,
+                    std::vector<std::string>& problems) {
   const int n = ref.spec.count;
-  std::vector<std::vector<size_t>> by_index(static_cast<size_t>(n));
-  for (size_t i : same) by_index[size_t(infos[i].spec.index)].push_back(i);
-
-
   for (int s = 0; s < n; ++s) {
     const auto& got = by_index[size_t(s)];
     ShardSpec spec{s, n};
@@ -253,13 +256,12 @@ RunResults merge_results(const std::vector<RunResults>& shards, const std::vecto
       problems.push_back(fmt::format("shard {} incomplete ({}): {} of {} cases missing ({})", spec.str(), origin(i),
                                      lacking.size(), infos[i].case_ids.size(), join_limited(lacking)));
   }
-  if (!problems.empty()) {
-    std::string msg = fmt::format("merge of sweep '{}' ({} shards): ", ref.sweep, n);
-    for (size_t k = 0; k < problems.size(); ++k) msg += (k ? "; " : "") + problems[k];
-    throw InputError(msg);
-  }
+}
 
-  // Merge in the full list's order.
+// The shards' cases in the full list's order, with each shard's run recorded in the environment.
+RunResults combine(const std::vector<RunResults>& shards, const OriginOf& origin, const std::vector<ShardInfo>& infos,
+                   const ShardInfo& ref, const std::vector<std::vector<size_t>>& by_index) {
+  const int n = ref.spec.count;
   RunResults out;
   const RunResults& first = shards[by_index[0].front()];
   out.kind = first.kind;
@@ -300,6 +302,27 @@ RunResults merge_results(const std::vector<RunResults>& shards, const std::vecto
   for (const auto& [p, c] : ordered) out.cases.push_back(*c);
   out.extra = json{{"case_list_hash", ref.case_list_hash}, {"merged_shards", n}};
   return out;
+}
+
+}  // namespace
+
+RunResults merge_results(const std::vector<RunResults>& shards, const std::vector<std::string>& origins) {
+  OriginOf origin = [&](size_t i) {
+    return i < origins.size() && !origins[i].empty() ? origins[i] : fmt::format("input {}", i + 1);
+  };
+  if (shards.empty()) throw InputError("merge: no shard results given");
+  std::vector<std::string> problems;
+  std::vector<ShardInfo> infos;
+  size_t ref_index = 0;
+  const auto by_index = group_shards(shards, origin, infos, ref_index, problems);
+  const ShardInfo& ref = infos[ref_index];
+  check_coverage(shards, origin, infos, ref, by_index, problems);
+  if (!problems.empty()) {
+    std::string msg = fmt::format("merge of sweep '{}' ({} shards): ", ref.sweep, ref.spec.count);
+    for (size_t k = 0; k < problems.size(); ++k) msg += (k ? "; " : "") + problems[k];
+    throw InputError(msg);
+  }
+  return combine(shards, origin, infos, ref, by_index);
 }
 
 }  // namespace kb

@@ -91,7 +91,7 @@ Compiled compile_print_changed(const PlannedCase& pc) {
 std::pair<std::string, std::string> bisect_toolchains(const std::string& dir, const std::string& culprit,
                                                       bisect::BisectConfig& cfg) {
   const std::string rj = dir + "/result.json";
-  if (!file_exists(rj)) throw InputError(fmt::format("--bisect-dir {}: no result.json (not a finished bisection)", dir));
+  if (!file_exists(rj)) throw InputError(fmt::format("bisection {}: no result.json (not a finished bisection)", dir));
   nlohmann::json j = nlohmann::json::parse(read_file(rj));
   std::string sha, parent;
   auto look = [&](const nlohmann::json& c) {
@@ -103,13 +103,13 @@ std::pair<std::string, std::string> bisect_toolchains(const std::string& dir, co
   if (j.contains("culprits"))
     for (const auto& c : j["culprits"]) look(c);
   if (parent.empty())
-    throw InputError(fmt::format("--culprit '{}' is not a culprit in {} (see its culprit / culprits)", culprit, rj));
+    throw InputError(fmt::format("'{}' is not a culprit in {} (see its culprit / culprits)", culprit, rj));
   const std::string cf = j.value("/config/file"_json_pointer, std::string());
   if (cf.empty() || !file_exists(cf)) throw InputError(fmt::format("{}: the bisection's config file '{}' is gone", rj, cf));
   cfg = bisect::load_bisect_config(cf);
   auto tc = [&](const std::string& s) {
     const std::string p = dir + "/toolchains/" + s + "/toolchain.yaml";
-    if (!file_exists(p)) throw InputError(fmt::format("--bisect-dir {}: no toolchain for commit {} ({})", dir, s.substr(0, 12), p));
+    if (!file_exists(p)) throw InputError(fmt::format("bisection {}: no toolchain for commit {} ({})", dir, s.substr(0, 12), p));
     return p;
   };
   return {tc(parent), tc(sha)};
@@ -236,12 +236,15 @@ std::string unified_diff(const std::string& a, const std::string& b, const std::
   return s;
 }
 
-Explanation run_explain(const ExplainOptions& o) {
+namespace {
+
+// The first runnable case of the sweep for each of the two toolchains (from the bisection when given).
+std::pair<PlannedCase, PlannedCase> explain_cases(const ExplainOptions& o) {
   std::vector<std::string> tcs = o.toolchains;
   std::string sweep_text, sweep_origin, filter = o.filter;
   if (!o.bisect_dir.empty()) {
-    if (o.culprit.empty()) throw InputError("--bisect-dir needs --culprit SHA");
-    if (!tcs.empty()) throw InputError("give either --bisect-dir with --culprit, or two --toolchain options, not both");
+    if (o.culprit.empty()) throw InputError("explaining a bisection needs its culprit");
+    if (!tcs.empty()) throw InputError("explain takes either a bisection with its culprit or two toolchains, not both");
     bisect::BisectConfig cfg;
     auto [pa, pb] = bisect_toolchains(o.bisect_dir, o.culprit, cfg);
     tcs = {pa, pb};
@@ -251,9 +254,9 @@ Explanation run_explain(const ExplainOptions& o) {
       if (filter.empty()) filter = cfg.filter;
     }
   }
-  if (tcs.size() != 2) throw InputError(fmt::format("explain needs exactly two --toolchain options (got {})", tcs.size()));
+  if (tcs.size() != 2) throw InputError(fmt::format("explain needs exactly two toolchains (got {})", tcs.size()));
   if (sweep_text.empty()) {
-    if (o.sweep_file.empty()) throw InputError("explain needs a SWEEP file (or --bisect-dir with --culprit)");
+    if (o.sweep_file.empty()) throw InputError("explain needs a sweep file (or a bisection with its culprit)");
     if (!file_exists(o.sweep_file)) throw InputError(fmt::format("sweep file not found: {}", o.sweep_file));
     sweep_text = read_file(o.sweep_file);
     sweep_origin = o.sweep_file;
@@ -268,11 +271,11 @@ Explanation run_explain(const ExplainOptions& o) {
     throw InputError(fmt::format("{}: no runnable case for toolchain {}{}", sweep_origin, tc,
                                  filter.empty() ? "" : " matching --filter '" + filter + "'"));
   };
-  const PlannedCase ca = first_case(tcs[0]), cb = first_case(tcs[1]);
-  Compiled A = compile_print_changed(ca), B = compile_print_changed(cb);
+  return {first_case(tcs[0]), first_case(tcs[1])};
+}
 
-  Explanation e;
-  e.case_id = ca.c.id();
+// The metrics that differ between the two artifacts.
+void metric_diff(const Compiled& A, const Compiled& B, Explanation& e) {
   e.toolchain_a = A.toolchain;
   e.toolchain_b = B.toolchain;
   e.dumps_a = int(A.dumps.size());
@@ -285,6 +288,11 @@ Explanation run_explain(const ExplainOptions& o) {
     if (it != B.art.metrics.end() && it->second != va) e.metrics.push_back({k, va, it->second});
   }
 
+}
+
+// Walks both dump sequences in pipeline order (matched by pass, unit and occurrence) and records the first
+// dump that differs and the first pass that diverged on equal input.
+void first_differences(const Compiled& A, const Compiled& B, int max_diff_lines, Explanation& e) {
   std::vector<std::string> na, nb;
   for (const auto& d : A.dumps) na.push_back(normalize_ir(d.text));
   for (const auto& d : B.dumps) nb.push_back(normalize_ir(d.text));
@@ -307,13 +315,13 @@ Explanation run_explain(const ExplainOptions& o) {
       e.occurrence = d.occurrence;
       e.kind = kind;
       e.input_equal = in_eq;
-      e.diff = unified_diff(ta, tb, label_a, label_b, 3, o.max_diff_lines);
+      e.diff = unified_diff(ta, tb, label_a, label_b, 3, max_diff_lines);
     }
     if (in_eq && !divergent) {
       divergent = true;
       e.first_divergent_pass = d.pass;
       e.first_divergent_unit = d.unit;
-      e.divergent_diff = unified_diff(ta, tb, label_a, label_b, 3, o.max_diff_lines);
+      e.divergent_diff = unified_diff(ta, tb, label_a, label_b, 3, max_diff_lines);
     }
   };
   size_t i = 0, j = 0;
@@ -351,6 +359,17 @@ Explanation run_explain(const ExplainOptions& o) {
     e.first_divergent_pass.clear();
     e.divergent_diff.clear();
   }
+}
+
+}  // namespace
+
+Explanation run_explain(const ExplainOptions& o) {
+  const auto [ca, cb] = explain_cases(o);
+  const Compiled A = compile_print_changed(ca), B = compile_print_changed(cb);
+  Explanation e;
+  e.case_id = ca.c.id();
+  metric_diff(A, B, e);
+  first_differences(A, B, o.max_diff_lines, e);
   return e;
 }
 

@@ -143,23 +143,13 @@ PassProbe place_timed(int n, Executable& low, Executable& high, Executable& prob
   return pr;
 }
 
-PassCrossing search_case(const PlannedCase& pc, const PassesOptions& o) {
-  const double t0 = now_s();
-  PassCrossing r;
-  r.case_id = pc.c.id();
-  r.toolchain = pc.toolchain->name;
-  r.metric = o.metric;
-  auto say = [&](const std::string& s) {
-    if (o.log) o.log->line(fmt::format("{}: {}", r.case_id, s));
-  };
-  PassLab lab(pc, o.metric);
-  const bool timed = o.metric == "time";
+using Say = std::function<void(const std::string&)>;
 
-  // The pass list.
+// The pass executions that -opt-bisect-limit counts (numbered 1..N), from a full compile's log.
+std::vector<PassExec> pass_list(PassLab& lab, const PlannedCase& pc) {
   Artifact all = lab.compile(-1, kFullLog);
-  const auto list = parse_opt_bisect(all.log);
   std::vector<PassExec> execs;
-  for (const auto& e : list)
+  for (const auto& e : parse_opt_bisect(all.log))
     if (e.ran) execs.push_back(e);
   for (size_t i = 0; i < execs.size(); ++i)
     if (execs[i].n != int(i) + 1)
@@ -169,58 +159,82 @@ PassCrossing search_case(const PlannedCase& pc, const PassesOptions& o) {
     throw InputError(fmt::format("toolchain '{}' printed no 'BISECT: running pass' lines with -mllvm -opt-bisect-limit=-1 "
                                  "(is it clang-based with optimization enabled?)",
                                  pc.toolchain->name));
-  r.total = int(execs.size());
-  say(fmt::format("{} pass executions", r.total));
-  auto exec_at = [&](int n) { return execs[size_t(n - 1)]; };
+  return execs;
+}
 
-  if (!timed) {
-    std::map<int, double> values;
-    auto value = [&](int n) {
-      auto it = values.find(n);
-      if (it != values.end()) return it->second;
-      double v = lab.static_value(lab.compile(n));
-      values[n] = v;
-      return v;
-    };
-    r.low = value(0);
-    r.high = value(r.total);
-    if (r.low == r.high || std::abs(r.high - r.low) <= o.threshold * std::max(std::abs(r.low), std::abs(r.high))) {
-      r.verdict = "no-difference";
-      r.reason = fmt::format("{} is {:g} with no pass and {:g} with all {} passes (within the threshold)", o.metric, r.low,
-                             r.high, r.total);
-      r.compiles = lab.compiles;
-      r.wall_s = now_s() - t0;
-      return r;
-    }
-    auto place = [&](int n) {
-      PassProbe p;
-      p.n = n;
-      p.value = value(n);
-      p.position = (p.value - r.low) / (r.high - r.low);
-      p.high = p.position >= o.cut;
-      p.how = "static";
-      r.probes.push_back(p);
-      say(fmt::format("N={} {}={:g} position {:.2f} -> {}", n, o.metric, p.value, p.position, p.high ? "high" : "low"));
-      return p.high;
-    };
-    int lo = 0, hi = r.total;
-    while (hi - lo > 1) {
-      int mid = lo + (hi - lo) / 2;
-      (place(mid) ? hi : lo) = mid;
-    }
-    r.n = hi;
-    r.pass = exec_at(hi).pass;
-    r.unit = exec_at(hi).unit;
-    r.before = value(hi - 1);
-    r.after = value(hi);
-    r.verdict = "found";
-    r.reason = fmt::format("{} {:g} -> {:g} at pass execution {}", o.metric, r.before, r.after, hi);
-    r.compiles = lab.compiles;
-    r.wall_s = now_s() - t0;
-    return r;
+void set_crossing(PassCrossing& r, const std::vector<PassExec>& execs, int n) {
+  r.n = n;
+  r.pass = execs[size_t(n - 1)].pass;
+  r.unit = execs[size_t(n - 1)].unit;
+}
+
+// A static metric: every probe is one compile, placed exactly between the two levels.
+void search_static(PassLab& lab, const std::vector<PassExec>& execs, const PassesOptions& o, PassCrossing& r,
+                   const Say& say) {
+  std::map<int, double> values;
+  auto value = [&](int n) {
+    auto it = values.find(n);
+    if (it != values.end()) return it->second;
+    double v = lab.static_value(lab.compile(n));
+    values[n] = v;
+    return v;
+  };
+  r.low = value(0);
+  r.high = value(r.total);
+  if (r.low == r.high || std::abs(r.high - r.low) <= o.threshold * std::max(std::abs(r.low), std::abs(r.high))) {
+    r.verdict = "no-difference";
+    r.reason = fmt::format("{} is {:g} with no pass and {:g} with all {} passes (within the threshold)", o.metric, r.low,
+                           r.high, r.total);
+    return;
   }
+  auto place = [&](int n) {
+    PassProbe p;
+    p.n = n;
+    p.value = value(n);
+    p.position = (p.value - r.low) / (r.high - r.low);
+    p.high = p.position >= o.cut;
+    p.how = "static";
+    r.probes.push_back(p);
+    say(fmt::format("N={} {}={:g} position {:.2f} -> {}", n, o.metric, p.value, p.position, p.high ? "high" : "low"));
+    return p.high;
+  };
+  int lo = 0, hi = r.total;
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    (place(mid) ? hi : lo) = mid;
+  }
+  set_crossing(r, execs, hi);
+  r.before = value(hi - 1);
+  r.after = value(hi);
+  r.verdict = "found";
+  r.reason = fmt::format("{} {:g} -> {:g} at pass execution {}", o.metric, r.before, r.after, hi);
+}
 
-  // Timed: both levels loaded for the whole search.
+// Confirmation of a timed crossing: N-1 against N, fresh loads, interleaved.
+void confirm_timed(PassLab& lab, const PassesOptions& o, const MeasureConfig& mc, const stats::DecisionConfig& dc,
+                   PassCrossing& r, const Say& say) {
+  auto [before, before_hash] = lab.load(r.n - 1);
+  auto [after, after_hash] = lab.load(r.n);
+  if (before_hash == after_hash)  // cannot happen with the same-code rule of the search; kept as a guard
+    throw Error(fmt::format("pass executions {} and {} compile to identical code", r.n - 1, r.n));
+  MeasureConfig cc = mc;
+  cc.seed = o.seed + 7919;
+  PairOutcome cf = measure_and_decide(*before, *after, cc, dc, o.probe_budget_s);
+  r.confirm = cf.decision;
+  r.before = median_of(cf.m[0].samples_s);
+  r.after = median_of(cf.m[1].samples_s);
+  const bool faster = r.high < r.low;
+  const bool ok = faster ? cf.decision.verdict == stats::Verdict::better : cf.decision.verdict == stats::Verdict::worse;
+  r.verdict = ok ? "found" : "unconfirmed";
+  r.reason = fmt::format("N-1 -> N: {:.4g} ms -> {:.4g} ms, {:+.1f}% [{:+.1f}, {:+.1f}] ({}, {} pairs)", 1e3 * r.before,
+                         1e3 * r.after, 100 * cf.decision.effect_pct(), 100 * cf.decision.ci_lo_pct(), 100 * cf.decision.ci_hi_pct(),
+                         stats::to_string(cf.decision.verdict), cf.decision.n_new);
+  say(r.reason);
+}
+
+// Time: both levels stay loaded for the whole search; each probe is placed against them statistically.
+void search_timed(PassLab& lab, const PlannedCase& pc, const std::vector<PassExec>& execs, const PassesOptions& o,
+                  PassCrossing& r, const Say& say) {
   auto [low, low_hash] = lab.load(0);
   auto [high, high_hash] = lab.load(r.total);
   // Probes that compile to machine code already placed take that side without measuring, so identical
@@ -246,9 +260,7 @@ PassCrossing search_case(const PlannedCase& pc, const PassesOptions& o) {
     r.reason = fmt::format("no pass vs all passes: {:+.2f}% [{:+.2f}, {:+.2f}] ({}), within the threshold",
                            100 * lv.decision.effect_pct(), 100 * lv.decision.ci_lo_pct(), 100 * lv.decision.ci_hi_pct(),
                            stats::to_string(lv.decision.verdict));
-    r.compiles = lab.compiles;
-    r.wall_s = now_s() - t0;
-    return r;
+    return;
   }
   int lo = 0, hi = r.total;
   while (hi - lo > 1) {
@@ -265,31 +277,31 @@ PassCrossing search_case(const PlannedCase& pc, const PassesOptions& o) {
       side_of_code[hash] = p;
     }
     r.probes.push_back(p);
-    say(fmt::format("N={} ({} on {}): {:.4g} ms, position {:.2f} -> {} ({} rounds, {})", mid, exec_at(mid).pass,
-                    exec_at(mid).unit, 1e3 * p.value, p.position, p.high ? "high" : "low", p.rounds, p.how));
+    say(fmt::format("N={} ({} on {}): {:.4g} ms, position {:.2f} -> {} ({} rounds, {})", mid, execs[size_t(mid - 1)].pass,
+                    execs[size_t(mid - 1)].unit, 1e3 * p.value, p.position, p.high ? "high" : "low", p.rounds, p.how));
     (p.high ? hi : lo) = mid;
   }
-  r.n = hi;
-  r.pass = exec_at(hi).pass;
-  r.unit = exec_at(hi).unit;
-  // Confirmation: N-1 against N, fresh loads, interleaved.
-  auto [before, before_hash] = lab.load(hi - 1);
-  auto [after, after_hash] = lab.load(hi);
-  if (before_hash == after_hash)  // cannot happen with the same-code rule above; kept as a guard
-    throw Error(fmt::format("pass executions {} and {} compile to identical code", hi - 1, hi));
-  MeasureConfig cc = mc;
-  cc.seed = o.seed + 7919;
-  PairOutcome cf = measure_and_decide(*before, *after, cc, dc, o.probe_budget_s);
-  r.confirm = cf.decision;
-  r.before = median_of(cf.m[0].samples_s);
-  r.after = median_of(cf.m[1].samples_s);
-  const bool faster = r.high < r.low;
-  const bool ok = faster ? cf.decision.verdict == stats::Verdict::better : cf.decision.verdict == stats::Verdict::worse;
-  r.verdict = ok ? "found" : "unconfirmed";
-  r.reason = fmt::format("N-1 -> N: {:.4g} ms -> {:.4g} ms, {:+.1f}% [{:+.1f}, {:+.1f}] ({}, {} pairs)", 1e3 * r.before,
-                         1e3 * r.after, 100 * cf.decision.effect_pct(), 100 * cf.decision.ci_lo_pct(), 100 * cf.decision.ci_hi_pct(),
-                         stats::to_string(cf.decision.verdict), cf.decision.n_new);
-  say(r.reason);
+  set_crossing(r, execs, hi);
+  confirm_timed(lab, o, mc, dc, r, say);
+}
+
+PassCrossing search_case(const PlannedCase& pc, const PassesOptions& o) {
+  const double t0 = now_s();
+  PassCrossing r;
+  r.case_id = pc.c.id();
+  r.toolchain = pc.toolchain->name;
+  r.metric = o.metric;
+  Say say = [&](const std::string& s) {
+    if (o.log) o.log->line(fmt::format("{}: {}", r.case_id, s));
+  };
+  PassLab lab(pc, o.metric);
+  const auto execs = pass_list(lab, pc);
+  r.total = int(execs.size());
+  say(fmt::format("{} pass executions", r.total));
+  if (o.metric == "time")
+    search_timed(lab, pc, execs, o, r, say);
+  else
+    search_static(lab, execs, o, r, say);
   r.compiles = lab.compiles;
   r.wall_s = now_s() - t0;
   return r;
@@ -339,14 +351,14 @@ std::vector<PassExec> parse_opt_bisect(const std::string& log) {
 bool is_clang_kind(const std::string& kind) { return kind == "clang" || kind == "clang-cuda" || kind == "clang-hip"; }
 
 std::vector<PassCrossing> run_passes(const PassesOptions& o) {
-  if (!(o.cut > 0 && o.cut <= 1)) throw InputError(fmt::format("--cut {} must be in (0, 1]", o.cut));
-  if (!(o.threshold >= 0)) throw InputError(fmt::format("--threshold {} must not be negative", o.threshold));
-  if (o.metric.empty()) throw InputError("--metric is empty");
+  if (!(o.cut > 0 && o.cut <= 1)) throw InputError(fmt::format("passes: cut {} must be in (0, 1]", o.cut));
+  if (!(o.threshold >= 0)) throw InputError(fmt::format("passes: threshold {} must not be negative", o.threshold));
+  if (o.metric.empty()) throw InputError("passes: the metric is empty");
   SweepOptions so;
   so.toolchains = {o.toolchain};
   so.filter = o.filter;
   Sweep sw = load_sweep(o.sweep_file, so);
-  if (sw.toolchains.size() != 1) throw InputError("passes needs exactly one --toolchain");
+  if (sw.toolchains.size() != 1) throw InputError("passes needs exactly one toolchain");
   const Toolchain& tc = *sw.toolchains[0];
   if (!is_clang_kind(tc.kind))
     throw InputError(fmt::format("toolchain '{}' is of kind '{}': passes needs a clang-based toolchain (kind clang, "

@@ -154,6 +154,15 @@ double mean(const std::vector<double>& x) {
   return s / double(x.size());
 }
 
+double stddev(const std::vector<double>& x) {
+  require_nonempty(x, "stddev");
+  if (x.size() < 2) return 0;
+  const double m = mean(x);
+  double ss = 0;
+  for (double v : x) ss += (v - m) * (v - m);
+  return std::sqrt(ss / double(x.size() - 1));
+}
+
 double quantile(std::vector<double> x, double p) {
   require_nonempty(x, "quantile");
   if (!(p >= 0 && p <= 1)) throw std::invalid_argument("quantile: p must be in [0, 1]");

@@ -29,12 +29,15 @@ struct Interval {
 
 // ---- descriptive --------------------------------------------------------------------------------
 double mean(const std::vector<double>& x);                 // throws std::invalid_argument if empty
+double stddev(const std::vector<double>& x);               // sample standard deviation (n - 1); 0 for n < 2
 double median(std::vector<double> x);                      // Hyndman-Fan type 7 at p = 0.5
 double quantile(std::vector<double> x, double p);          // Hyndman-Fan type 7, p in [0, 1]
 std::vector<double> quantiles(std::vector<double> x, const std::vector<double>& ps);
 // Median absolute deviation from the median, unscaled. Multiply by kMadToSigma for a normal sigma.
 double mad(const std::vector<double>& x);
 constexpr double kMadToSigma = 1.482602218505602;          // 1 / Phi^-1(3/4)
+// Standard error of the median of n normal samples is about kMedianSe * sigma / sqrt(n) (sqrt(pi/2)).
+constexpr double kMedianSe = 1.2533141373155003;
 std::vector<double> log_ratios(const std::vector<double>& base, const std::vector<double>& next);  // log(next_i/base_i)
 
 // ---- distributions (Boost.Math) -----------------------------------------------------------------
