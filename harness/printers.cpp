@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "report/table.h"
 
 namespace kb {
 
@@ -38,30 +39,36 @@ struct Row {
   std::vector<std::string> cells;
 };
 
-std::string pad_table(const std::vector<std::string>& header, const std::vector<Row>& rows, bool markdown) {
-  std::vector<size_t> w(header.size());
-  for (size_t i = 0; i < header.size(); ++i) w[i] = header[i].size();
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.cells.size(); ++i) w[i] = std::max(w[i], r.cells[i].size());
+// The console table: report::TextTable (UTF-8 widths, the last column not padded).
+std::string text_table(const std::vector<std::string>& header, const std::vector<Row>& rows) {
+  std::vector<report::Column> cols;
+  for (size_t i = 0; i < header.size(); ++i) {
+    report::Column c;
+    c.header = header[i];
+    c.gap = i ? 2 : 0;
+    cols.push_back(c);
+  }
+  report::TextTable t(std::move(cols));
+  for (const auto& r : rows) t.add_row(r.cells);
+  return t.render('-');
+}
+
+// A GitHub Markdown table; a '|' inside a cell is escaped.
+std::string markdown_table(const std::vector<std::string>& header, const std::vector<Row>& rows) {
   std::ostringstream os;
   auto line = [&](const std::vector<std::string>& cells) {
-    if (markdown) os << "|";
-    for (size_t i = 0; i < cells.size(); ++i) {
-      if (markdown) os << " " << fmt::format("{:<{}}", cells[i], w[i]) << " |";
-      else os << (i ? "  " : "") << fmt::format("{:<{}}", cells[i], w[i]);
+    os << "|";
+    for (const auto& c : cells) {
+      std::string e;
+      for (char ch : c) e += ch == '|' ? std::string("\\|") : std::string(1, ch);
+      os << " " << e << " |";
     }
     os << "\n";
   };
   line(header);
-  if (markdown) {
-    os << "|";
-    for (size_t i = 0; i < w.size(); ++i) os << std::string(w[i] + 2, '-') << "|";
-    os << "\n";
-  } else {
-    size_t total = 0;
-    for (auto x : w) total += x + 2;
-    os << std::string(total - 2, '-') << "\n";
-  }
+  os << "|";
+  for (size_t i = 0; i < header.size(); ++i) os << "---|";
+  os << "\n";
   for (const auto& r : rows) line(r.cells);
   return os.str();
 }
@@ -104,7 +111,7 @@ const std::vector<std::string> kHeader = {"(M, N, K)", "kernel", "params", "dtyp
 }  // namespace
 
 std::string render_table(const RunResults& r) {
-  std::string s = pad_table(kHeader, case_rows(r), false);
+  std::string s = text_table(kHeader, case_rows(r));
   size_t ok = 0, skipped = 0, bad = 0;
   for (const auto& c : r.cases) {
     if (c.status == CaseStatus::ok) ++ok;
@@ -120,7 +127,7 @@ std::string render_markdown(const RunResults& r) {
   std::string s = fmt::format("# kbisect {}: {}\n\n", r.kind, r.name);
   s += fmt::format("kbisect {} on {} ({}), {}\n\n", env<std::string>(r, "kbisect_sha", "?"),
                    env<std::string>(r, "host", "?"), env<std::string>(r, "cpu", "?"), r.started);
-  s += pad_table(kHeader, case_rows(r), true);
+  s += markdown_table(kHeader, case_rows(r));
   return s;
 }
 
@@ -128,15 +135,17 @@ std::string render_csv(const RunResults& r) {
   std::ostringstream os;
   const auto q = csv_field;
   os << "kernel,backend,params,M,N,K,dtype,toolchain,toolchain_identity,status,reason,code_bytes,code_hash,compile_s,"
-        "samples,median_s,mean_s,stddev_s,min_s,noise,tflops\n";
+        "samples,median_s,mean_s,stddev_s,min_s,noise,tflops,max_error,tolerance,check_method\n";
   for (const auto& c : r.cases) {
     std::string reason = c.reason.substr(0, c.reason.find('\n'));
-    os << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g}\n",
+    os << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g},{},{},{}\n",
                       q(c.kernel), q(c.backend), q(c.params.str()), c.shape.M, c.shape.N, c.shape.K,
-                      to_string(c.dtype), q(c.toolchain), c.toolchain_identity, to_string(c.status), q(reason),
+                      to_string(c.dtype), q(c.toolchain), q(c.toolchain_identity), to_string(c.status), q(reason),
                       c.has_static ? std::to_string(c.code_bytes) : "", c.code_hash,
                       c.has_static ? fmt::format("{:.4f}", c.compile_s) : "", c.summary.samples, c.summary.median_s,
-                      c.summary.mean_s, c.summary.stddev_s, c.summary.min_s, c.summary.noise, c.summary.tflops);
+                      c.summary.mean_s, c.summary.stddev_s, c.summary.min_s, c.summary.noise, c.summary.tflops,
+                      c.checked ? fmt::format("{:.3g}", c.max_error) : "", c.checked ? fmt::format("{:.3g}", c.tolerance) : "",
+                      c.checked ? c.check_method : "");
   }
   return os.str();
 }

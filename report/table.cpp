@@ -43,6 +43,8 @@ std::string TextTable::line(const std::vector<std::string>& cells, const std::ve
     o += cells[c];
     if (!cols_[c].right && !last) o.append(pad, ' ');
   }
+  // Empty trailing cells leave no trailing blanks.
+  while (o.size() > indent_.size() && o.back() == ' ') o.pop_back();
   return o + "\n";
 }
 

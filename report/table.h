@@ -26,7 +26,7 @@ class TextTable {
   // Missing cells are empty; extra cells are ignored.
   void add_row(std::vector<std::string> cells);
   // Header line (when any column has a header), a separator of `separator` characters when not 0, then
-  // the rows; every line ends in "\n" and the last column is not padded.
+  // the rows; every line ends in "\n", the last column is not padded and no line ends in blanks.
   std::string render(char separator = 0) const;
 
  private:
