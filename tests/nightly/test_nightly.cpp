@@ -20,6 +20,7 @@
 #include "harness/results.h"
 #include "nightly/slurm.h"
 #include "tests/common/slurm_fixture.h"
+#include "tests/common/svg_checks.h"
 #include "tests/common/bisect_fixture.h"
 
 namespace fs = std::filesystem;
@@ -305,6 +306,10 @@ TEST(Nightly, ChangePointAlertsOnceWherePairwiseCompareStaysQuiet) {
       const std::string html = kb::read_file(fr.report_html);
       EXPECT_NE(html.find("<svg"), std::string::npos);
       EXPECT_NE(html.find("change +"), std::string::npos);
+      // The trend plot: round y ticks, and a tooltip naming each night (its date and median).
+      EXPECT_TRUE(kbtest::round_ticks(kbtest::y_tick_labels(html)));
+      for (int n = 0; n <= night; ++n)
+        EXPECT_GE(kbtest::tooltips_with(html, fmt::format("2026-11-{:02d} ", n + 1)), 1u) << "night " << n + 1;
     } else if (first_alert >= 0) {
       // The same change point is not alerted again (it is listed as still regressed).
       EXPECT_EQ(kb::exit_code_for(fr.outcome), 0) << date << nj["alerts"].dump();

@@ -4,6 +4,7 @@
 
 #include "report/svg.h"
 #include "report/table.h"
+#include "tests/common/svg_checks.h"
 
 using namespace kb::report;
 
@@ -87,4 +88,16 @@ TEST(Table, Utf8WidthAndTruncation) {
   t.add_row({"ünïcödé text", "1"});
   t.add_row({"äb", "2"});
   EXPECT_EQ(t.render(), "s      x\nünï... 1\näb     2\n");
+}
+
+// The plot checks the report tests use reject what the old plots drew, and accept report/svg's ticks.
+TEST(SvgChecks, RejectUnroundTicksAndAcceptNiceTicks) {
+  EXPECT_FALSE(kbtest::round_ticks({"+339.26%", "+82.0%", "-175.39%"}));
+  EXPECT_FALSE(kbtest::round_ticks({"0", "3", "6"}));
+  EXPECT_FALSE(kbtest::round_ticks({"0.1", "0.3", "0.5"}));  // step 0.2, but 0.1 is no multiple of it
+  std::vector<std::string> labels;
+  const auto t = kb::report::svg::nice_ticks(-175.39, 339.26);
+  for (double v : t) labels.push_back(kb::report::svg::tick_label(v, t[1] - t[0], true, "%"));
+  EXPECT_TRUE(kbtest::round_ticks(labels)) << labels.front() << " .. " << labels.back();
+  EXPECT_EQ(kbtest::tooltips_with("<circle><title>abc123 fix</title></circle><title>x</title>", "abc123"), 1u);
 }

@@ -19,6 +19,7 @@
 #include "bisect/journal.h"
 #include "bisect/report.h"
 #include "bisect/strategy.h"
+#include "tests/common/svg_checks.h"
 #include "tests/common/bisect_fixture.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -109,6 +110,10 @@ TEST(Bisect, FindsTheCommitThatSwitchesFlagsByRuntime) {
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("culprit"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, nothing to fetch or run
+  // The plot: round y ticks, and the culprit's point says its short sha and subject when hovered.
+  EXPECT_TRUE(kbtest::round_ticks(kbtest::y_tick_labels(html)));
+  EXPECT_GE(kbtest::tooltips_with(html, s[4].substr(0, 12)), 1u) << html;
+  EXPECT_GE(kbtest::tooltips_with(html, "switch to -O0"), 1u);
   EXPECT_NE(kb::read_file(run.report_md).find("switch to -O0"), std::string::npos);
   // The main (largest) culprit is the last line; other verified regressions in the range (here -O2 or
   // -fno-unroll-loops may cost more than the 20% threshold on this machine) come before it.
