@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/digest.h"
 #include "backends/toolchain.h"
 #include "backends/kernel.h"
 
@@ -53,6 +54,9 @@ class Executable {
   virtual void flush_caches() = 0;
   // C (MxN, row-major) as fp32, after at least one run.
   virtual std::vector<float> result() = 0;
+  // The digest of C for the fast correctness check (backends/digest.h), after at least one run. The
+  // default computes it on the host from result(); a device backend computes it where C lives.
+  virtual ResultDigest digest(const Shape& shape, const DigestRequest& req) { return host_digest(result(), shape, req); }
   // What the timer measures with ("steady_clock", "cuda-events", ...).
   virtual std::string clock_name() const = 0;
 };

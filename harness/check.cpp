@@ -35,16 +35,6 @@ void note(Worst& w, double e, int64_t i, int64_t j, double got, double want) {
   if (e > w.error || w.i < 0) w = {e, i, j, got, want};
 }
 
-// Non-finite values anywhere in C (a poisoned, unwritten element shows up here).
-int64_t count_non_finite(const std::vector<float>& C, int64_t& first) {
-  int64_t n = 0;
-  for (size_t k = 0; k < C.size(); ++k)
-    if (!std::isfinite(C[k])) {
-      if (n++ == 0) first = int64_t(k);
-    }
-  return n;
-}
-
 Check check_full(const GemmProblem& p, const std::vector<float>& C, Check r) {
   Worst w;
   const int64_t N = p.shape.N;
@@ -61,28 +51,10 @@ Check check_full(const GemmProblem& p, const std::vector<float>& C, Check r) {
   return r;
 }
 
-// Worst |projection of C - reference projection| / bound over all projections, rows and columns, in one
-// pass over C; `where` names the worst.
-double projection_ratio(const GemmProblem& p, const std::vector<float>& C, double tol, std::string& where) {
-  const Shape& s = p.shape;
-  const size_t R = p.rows.size(), Q = p.cols.size();
-  std::vector<std::vector<double>> rows(R, std::vector<double>(size_t(s.M), 0.0));
-  std::vector<std::vector<double>> cols(Q, std::vector<double>(size_t(s.N), 0.0));
-  for (int64_t i = 0; i < s.M; ++i) {
-    const float* row = C.data() + i * s.N;
-    for (size_t r = 0; r < R; ++r) {
-      const std::vector<double>& x = p.rows[r].v;
-      double acc = 0;
-      for (int64_t j = 0; j < s.N; ++j) acc += double(row[j]) * x[size_t(j)];
-      rows[r][size_t(i)] = acc;
-    }
-    for (size_t q = 0; q < Q; ++q) {
-      const double y = p.cols[q].v[size_t(i)];
-      double* out = cols[q].data();
-      for (int64_t j = 0; j < s.N; ++j) out[j] += y * double(row[j]);
-    }
-  }
-  const double slack = fp64_slack(s);
+// Worst |projection of C - reference projection| / bound over all projections, rows and columns; `where`
+// names the worst.
+double projection_ratio(const GemmProblem& p, const ResultDigest& d, double tol, std::string& where) {
+  const double slack = fp64_slack(p.shape);
   double worst = 0;
   auto scan = [&](const std::vector<std::vector<double>>& got, const std::vector<Projection>& ref,
                   const std::vector<double>& scale, const char* what) {
@@ -95,28 +67,23 @@ double projection_ratio(const GemmProblem& p, const std::vector<float>& C, doubl
         }
       }
   };
-  scan(rows, p.rows, p.row_scale, "row");
-  scan(cols, p.cols, p.col_scale, "column");
+  scan(d.rows, p.rows, p.row_scale, "row");
+  scan(d.cols, p.cols, p.col_scale, "column");
   return worst;
 }
 
-Check check_fast(const GemmProblem& p, const std::vector<float>& C, Check r) {
-  Worst w;
-  for (const RefElement& e : p.exact) {
-    const double got = C[size_t(e.i * p.shape.N + e.j)];
-    note(w, std::fabs(got - e.ref) / std::max(e.scale, 1e-300), e.i, e.j, got, e.ref);
-  }
-  r.checked = int64_t(p.exact.size());
-  r.max_error = w.error;
-  std::string at;
-  r.projection_ratio = projection_ratio(p, C, r.tolerance, at);
-  r.ok = w.error <= r.tolerance && r.projection_ratio <= 1.0;
-  if (w.error > r.tolerance)
-    r.detail = fmt::format("max normalized error {:.3g} > tolerance {:.3g} at C[{}][{}] = {} (expected {:.9g})", w.error,
-                           r.tolerance, w.i, w.j, w.got, w.want);
-  else if (!r.ok)
-    r.detail = fmt::format("projection error {:.3g} times its bound at {} (C*x vs A*(B*x), tolerance {:.3g})",
-                           r.projection_ratio, at, r.tolerance);
+Check start_check(const GemmProblem& p, const ToleranceSpec& spec) {
+  Check r;
+  r.method = p.full ? "full" : "fast";
+  r.tolerance = tolerance_for(p.dtype, p.shape.K, spec);
+  return r;
+}
+
+// A failed check for non-finite elements (a poisoned, unwritten element shows up here).
+Check non_finite(Check r, const Shape& s, int64_t count, int64_t first, float value) {
+  r.max_error = INFINITY;
+  r.detail = fmt::format("{} non-finite values (first C[{}][{}] = {}): unwritten or overflowed elements", count,
+                         first / s.N, first % s.N, value);
   return r;
 }
 
@@ -134,23 +101,61 @@ double tolerance_for(DType input, int64_t K, const ToleranceSpec& spec) {
   return tol;
 }
 
+DigestRequest digest_request(const GemmProblem& p) {
+  DigestRequest q;
+  for (const auto& x : p.rows) q.row_vectors.push_back(x.v);
+  for (const auto& y : p.cols) q.col_vectors.push_back(y.v);
+  for (const RefElement& e : p.exact) q.cells.emplace_back(e.i, e.j);
+  return q;
+}
+
+Check check_digest(const GemmProblem& p, const ResultDigest& d, const ToleranceSpec& spec) {
+  Check r = start_check(p, spec);
+  r.method = "fast";
+  if (d.non_finite) return non_finite(r, p.shape, d.non_finite, d.first_non_finite, d.first_non_finite_value);
+  if (d.cells.size() != p.exact.size() || d.rows.size() != p.rows.size() || d.cols.size() != p.cols.size())
+    throw Error(fmt::format("digest of {} ({}) does not answer its request: {} cells, {} row and {} column projections",
+                            p.shape.str(), d.where, d.cells.size(), d.rows.size(), d.cols.size()));
+  Worst w;
+  for (size_t k = 0; k < p.exact.size(); ++k) {
+    const RefElement& e = p.exact[k];
+    const double got = d.cells[k];
+    note(w, std::fabs(got - e.ref) / std::max(e.scale, 1e-300), e.i, e.j, got, e.ref);
+  }
+  r.checked = int64_t(p.exact.size());
+  r.max_error = w.error;
+  std::string at;
+  r.projection_ratio = projection_ratio(p, d, r.tolerance, at);
+  r.ok = w.error <= r.tolerance && r.projection_ratio <= 1.0;
+  if (w.error > r.tolerance)
+    r.detail = fmt::format("max normalized error {:.3g} > tolerance {:.3g} at C[{}][{}] = {} (expected {:.9g})", w.error,
+                           r.tolerance, w.i, w.j, w.got, w.want);
+  else if (!r.ok)
+    r.detail = fmt::format("projection error {:.3g} times its bound at {} (C*x vs A*(B*x), tolerance {:.3g})",
+                           r.projection_ratio, at, r.tolerance);
+  return r;
+}
+
 Check check_result(const GemmProblem& p, const std::vector<float>& C, const ToleranceSpec& spec) {
-  Check r;
-  r.method = p.full ? "full" : "fast";
-  r.tolerance = tolerance_for(p.dtype, p.shape.K, spec);
+  Check r = start_check(p, spec);
   if (int64_t(C.size()) != p.shape.M * p.shape.N) {
     r.max_error = INFINITY;
     r.detail = fmt::format("result has {} elements, expected {}", C.size(), p.shape.M * p.shape.N);
     return r;
   }
-  int64_t first = -1;
-  if (const int64_t bad = count_non_finite(C, first)) {
-    r.max_error = INFINITY;
-    r.detail = fmt::format("{} non-finite values (first C[{}][{}] = {}): unwritten or overflowed elements", bad,
-                           first / p.shape.N, first % p.shape.N, C[size_t(first)]);
-    return r;
-  }
-  return p.full ? check_full(p, C, r) : check_fast(p, C, r);
+  if (!p.full) return check_digest(p, host_digest(C, p.shape, digest_request(p)), spec);
+  for (size_t k = 0; k < C.size(); ++k)
+    if (!std::isfinite(C[k])) {
+      int64_t n = 0;
+      for (float c : C) n += !std::isfinite(c);
+      return non_finite(r, p.shape, n, int64_t(k), C[k]);
+    }
+  return check_full(p, C, r);
+}
+
+Check check_executable(const GemmProblem& p, Executable& exe, const ToleranceSpec& spec) {
+  if (p.full) return check_result(p, exe.result(), spec);
+  return check_digest(p, exe.digest(p.shape, digest_request(p)), spec);
 }
 
 }  // namespace kb

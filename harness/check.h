@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
+#include "backends/digest.h"
 #include "backends/kernel.h"
 
 namespace kb {
@@ -36,5 +38,13 @@ struct Check {
 // Checks C (M x N, row-major) against the problem: full when the problem holds the full reference,
 // fast otherwise. Never throws for a wrong result; throws InputError for a result of the wrong size.
 Check check_result(const GemmProblem& p, const std::vector<float>& C, const ToleranceSpec& spec = {});
+
+// The fast check runs on a digest of C (backends/digest.h): what to ask of C, and the check of the answer.
+DigestRequest digest_request(const GemmProblem& p);
+Check check_digest(const GemmProblem& p, const ResultDigest& d, const ToleranceSpec& spec = {});
+
+// The check of an executable's last result: the full check on its result(), the fast one on its digest()
+// (computed on the device by device backends, so only O(M + N) numbers leave it).
+Check check_executable(const GemmProblem& p, Executable& exe, const ToleranceSpec& spec = {});
 
 }  // namespace kb

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/device_digest.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/half_bits.h"
 #include "core/error.h"
@@ -37,6 +38,8 @@ class CudaExecutable : public Executable {
     KB_CU(d.cuDeviceGetAttribute(&sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev_));
     auto a = arch_limits(art.target);
     const int device_sm = major * 10 + minor;
+    device_sm_ = device_sm;
+    device_name_ = fmt::format("cuda:{} (sm_{})", ordinal, device_sm);
     if (a.sm / 10 != major || device_sm < a.sm || (a.arch_specific && device_sm != a.sm))
       throw EnvError(fmt::format("{} was compiled for {}; device {} is sm_{} (cubins do not run across major "
                                  "versions; 'a' targets need the exact arch)",
@@ -62,6 +65,7 @@ class CudaExecutable : public Executable {
     if (!ctx_) return;
     d.cuCtxSetCurrent(ctx_);
     if (stream_) d.cuStreamSynchronize(stream_);
+    digest_.reset();
     drop_graphs();
     for (CUdeviceptr p : {dA_, dB_, dC_, dMaps_, l2_})
       if (p) d.cuMemFree(p);
@@ -151,6 +155,17 @@ class CudaExecutable : public Executable {
     std::vector<float> c(size_t(shape_.M * shape_.N));
     KB_CU(d.cuMemcpyDtoH(c.data(), dC_, c.size() * sizeof(float)));
     return c;
+  }
+
+  // On the device (backends/cuda/device_digest.h); KBISECT_DIGEST=host computes it on the host from
+  // result() instead, to compare the two.
+  ResultDigest digest(const Shape& shape, const DigestRequest& req) override {
+    if (const char* e = getenv("KBISECT_DIGEST"); e && std::string(e) == "host") return Executable::digest(shape, req);
+    if (!dC_ || shape.M != shape_.M || shape.N != shape_.N)
+      throw Error(fmt::format("{}: digest of {} asked, prepared for {}", art_.kernel, shape.str(), shape_.str()));
+    KB_CU(driver().cuCtxSetCurrent(ctx_));
+    if (!digest_) digest_ = std::make_unique<DeviceDigest>(device_sm_, stream_);
+    return digest_->compute(dC_, shape_, req, device_name_);
   }
 
   std::string clock_name() const override { return "cuda-events"; }
@@ -263,6 +278,9 @@ class CudaExecutable : public Executable {
   alignas(64) CUtensorMap maps_[2]{};
   bool tmap_by_value_ = true;
   std::map<int, CUgraphExec> graphs_;
+  int device_sm_ = 0;
+  std::string device_name_;
+  std::unique_ptr<DeviceDigest> digest_;
 };
 
 }  // namespace

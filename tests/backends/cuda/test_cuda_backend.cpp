@@ -15,9 +15,12 @@
 #include "backends/backend.h"
 #include "backends/cuda/cubin_metrics.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_digest.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "harness/check.h"
+#include "harness/reference.h"
 #include "tests/backends/compile_request.h"
 
 namespace kb {
@@ -341,6 +344,57 @@ TEST(CudaBackend, SweepSkipsCudaCasesWithStaticMetrics) {
   EXPECT_EQ(skipped_with_static, 5);  // tiled f32+bf16 on two arches, ws_sm90 on sm_90a
   EXPECT_EQ(not_claimed, 1);
   remove_tree(dir);
+}
+
+// ---- the fast check's digest on the device (backends/cuda/device_digest.h) -------------------------
+
+TEST(CudaDigest, KernelsCompileForEveryArchTheBackendClaims) {
+  for (int sm : {80, 90}) {
+    const std::string& cubin = cuda::digest_cubin(sm);
+    ASSERT_GT(cubin.size(), 64u) << "sm_" << sm;
+    EXPECT_EQ(cubin.substr(0, 4), std::string("\x7f" "ELF")) << "sm_" << sm;
+    for (const char* entry : {"kb_digest_rows", "kb_digest_cols", "kb_digest_cells"})
+      EXPECT_NE(cubin.find(entry), std::string::npos) << entry << " missing for sm_" << sm;
+  }
+  EXPECT_THROW(cuda::digest_cubin(7), Error);  // no such arch: NVRTC's error, not a crash
+}
+
+// On a GPU: the device digest of a real kernel's result equals the host digest of the same result, the
+// fast check passes on it, and an unwritten (NaN-poisoned) C is counted element by element.
+TEST(CudaDigest, DeviceDigestEqualsHostDigest) {
+  if (!driver_present()) GTEST_SKIP() << "no CUDA driver (libcuda.so.1): the device digest runs in scripts/gpu-check.sh";
+  if (!cuda_backend().available().ok) GTEST_SKIP() << "no usable CUDA device: " << cuda_backend().available().reason;
+  const Toolchain tc = preset("nvrtc-sm90");
+  const KernelDecl& k = find_kernel("cuda", "matmul_tiled");
+  Compiled c = compile(k, k.complete({}), DType::f32, tc);
+  ASSERT_TRUE(c.error.empty()) << c.error;
+  auto exe = cuda_backend().load(c.art);
+  for (Shape s : {Shape{1000, 1024, 520}, Shape{2048, 2048, 2048}}) {
+    ReferenceOptions ro;
+    ro.full_max_flop = 0;  // the fast check at every size
+    auto p = make_problem(s, DType::f32, 7, ro);
+    exe->prepare(s, p->A, p->B);
+    const DigestRequest req = digest_request(*p);
+    const ResultDigest poisoned = exe->digest(s, req);
+    EXPECT_EQ(poisoned.non_finite, s.M * s.N) << s.str();
+    EXPECT_EQ(poisoned.first_non_finite, 0) << s.str();
+    exe->run(1);
+    const ResultDigest dev = exe->digest(s, req), host = host_digest(exe->result(), s, req);
+    EXPECT_NE(dev.where, "host");
+    EXPECT_EQ(dev.non_finite, 0);
+    EXPECT_EQ(dev.cells, host.cells) << s.str();
+    ASSERT_EQ(dev.rows.size(), host.rows.size());
+    ASSERT_EQ(dev.cols.size(), host.cols.size());
+    for (size_t r = 0; r < dev.rows.size(); ++r)
+      for (size_t i = 0; i < dev.rows[r].size(); ++i)
+        ASSERT_NEAR(dev.rows[r][i], host.rows[r][i], 1e-9 * (1 + std::fabs(host.rows[r][i]))) << s.str() << " row " << i;
+    for (size_t q = 0; q < dev.cols.size(); ++q)
+      for (size_t j = 0; j < dev.cols[q].size(); ++j)
+        ASSERT_NEAR(dev.cols[q][j], host.cols[q][j], 1e-9 * (1 + std::fabs(host.cols[q][j]))) << s.str() << " col " << j;
+    const Check chk = check_executable(*p, *exe, k.tolerance);
+    EXPECT_TRUE(chk.ok) << s.str() << ": " << chk.detail;
+    EXPECT_EQ(chk.method, "fast");
+  }
 }
 
 }  // namespace
