@@ -31,17 +31,6 @@ std::string cpu_model() {
   return "";
 }
 
-Shape parse_shape_text(const std::string& s, const std::string& where) {
-  Shape sh;
-  char x1 = 0, x2 = 0;
-  long long m = 0, n = 0, k = 0;
-  if (std::sscanf(s.c_str(), "%lld%c%lld%c%lld", &m, &x1, &n, &x2, &k) != 5 || x1 != 'x' || x2 != 'x' || m <= 0 ||
-      n <= 0 || k <= 0)
-    throw InputError(fmt::format("{}: shape '{}' must be MxNxK", where, s));
-  sh.M = m, sh.N = n, sh.K = k;
-  return sh;
-}
-
 auto key_of(const TunedEntry& e) {
   return std::make_tuple(e.machine, e.backend, e.kernel, e.toolchain_identity, to_string(e.dtype), e.shape.M, e.shape.N,
                          e.shape.K);
@@ -85,6 +74,17 @@ double shape_distance(const Shape& a, const Shape& b) {
 }
 
 }  // namespace
+
+Shape parse_shape_text(const std::string& s, const std::string& where) {
+  Shape sh;
+  char x1 = 0, x2 = 0;
+  long long m = 0, n = 0, k = 0;
+  if (std::sscanf(s.c_str(), "%lld%c%lld%c%lld", &m, &x1, &n, &x2, &k) != 5 || x1 != 'x' || x2 != 'x' || m <= 0 ||
+      n <= 0 || k <= 0)
+    throw InputError(fmt::format("{}: shape '{}' must be MxNxK", where, s));
+  sh.M = m, sh.N = n, sh.K = k;
+  return sh;
+}
 
 CpuVectorInfo cpu_vector_info() {
   CpuVectorInfo c;

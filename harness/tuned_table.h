@@ -67,6 +67,9 @@ class TunedTable {
   std::vector<TunedEntry> entries_;
 };
 
+// "MxNxK" with positive sizes; throws InputError naming `what`.
+Shape parse_shape_text(const std::string& text, const std::string& what);
+
 // The table `config: tuned` reads when the sweep names none: $KBISECT_TUNED_TABLE, else "" (none).
 std::string default_tuned_table_path();
 
