@@ -72,6 +72,14 @@ struct ToleranceSpec {
   std::optional<DType> output;
 };
 
+// One tunable parameter and the values `kbisect tune` may give it (KernelDecl::space). A range is
+// stored as its listed values. Which combinations are valid is still check_params' and check_shape's
+// call: the space lists, the checks constrain.
+struct TunableParam {
+  std::string name;
+  std::vector<ParamValue> values;
+};
+
 // A kernel declaration: the one place that says what a kernel is (docs/design.md, rule 1).
 struct KernelDecl {
   std::string name;     // "matmul_tiled"
@@ -90,6 +98,9 @@ struct KernelDecl {
   std::string tolerance_reason;
   // Why the shape cannot be run with these params, or nullopt.
   std::function<std::optional<std::string>(const Params&, const Shape&)> check_shape;
+  // The tunable space, one entry per tuned parameter (the others keep their defaults); empty when the
+  // kernel declares none. The built-in configs are starting points inside it, not "the best".
+  std::vector<TunableParam> space;
 
   // Fills in defaults for missing params; throws InputError for unknown names / wrong kinds.
   Params complete(const Params& given) const;

@@ -1,5 +1,7 @@
 #include "backends/kernel_decl.h"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 namespace kb {
@@ -65,6 +67,25 @@ KernelDeclBuilder& KernelDeclBuilder::tolerance(ToleranceSpec spec, std::string 
 KernelDeclBuilder& KernelDeclBuilder::check_params(ParamsCheck f) {
   decl_.check_params = std::move(f);
   return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::tunable(const std::string& name, std::vector<int64_t> values) {
+  bool declared = false;
+  for (const auto& spec : decl_.params) declared = declared || spec.name == name;
+  // A declaration error is the kernel author's, found by the first test that lists kernels.
+  if (!declared || values.empty())
+    throw std::logic_error(fmt::format("{}/{}: tunable '{}' is {}", decl_.backend, decl_.name, name,
+                                       declared ? "given no values" : "not a declared parameter"));
+  TunableParam t{name, {}};
+  for (int64_t v : values) t.values.emplace_back(v);
+  decl_.space.push_back(std::move(t));
+  return *this;
+}
+
+KernelDeclBuilder& KernelDeclBuilder::tunable_range(const std::string& name, int64_t lo, int64_t hi, int64_t step) {
+  std::vector<int64_t> values;
+  for (int64_t v = lo; step > 0 && v <= hi; v += step) values.push_back(v);
+  return tunable(name, std::move(values));
 }
 
 KernelDeclBuilder& KernelDeclBuilder::check_shape(ShapeCheck f) {

@@ -37,6 +37,10 @@ class KernelDeclBuilder {
   KernelDeclBuilder& check_params(ParamsCheck f);
   // How the kernel's arithmetic rounds when it is not plain fp32 accumulation, and why.
   KernelDeclBuilder& tolerance(ToleranceSpec spec, std::string reason);
+  // A tunable parameter (already declared) and the values `kbisect tune` tries for it.
+  KernelDeclBuilder& tunable(const std::string& name, std::vector<int64_t> values);
+  // The same over lo, lo+step, ... <= hi.
+  KernelDeclBuilder& tunable_range(const std::string& name, int64_t lo, int64_t hi, int64_t step);
   // Without one, every shape is accepted.
   KernelDeclBuilder& check_shape(ShapeCheck f);
 

@@ -9,15 +9,26 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "harness/sweep.h"
+#include "harness/tuned_table.h"
 
 namespace kb::cli {
 namespace {
 
 struct Opts {
-  std::string kernel, toolchain, dtype = "f32", config;
+  std::string kernel, toolchain, dtype = "f32", config, tuned_table;
   std::vector<std::string> params;
   bool json = false, show_log = false;
 };
+
+// The tuned entries for this kernel, toolchain build, dtype and machine, marking the one these params are.
+void print_tuned(const Opts& o, const KernelDecl& k, const Toolchain& tc, DType dt, const Params& full) {
+  const std::string path = o.tuned_table.empty() ? default_tuned_table_path() : o.tuned_table;
+  if (path.empty()) return;
+  for (const auto& e : TunedTable::load(path).for_kernel(machine_key(tc), k.backend, k.name))
+    if (e.toolchain_identity == tc.identity && e.dtype == dt)
+      std::cout << fmt::format("tuned       {} [{}] {}{}\n", e.shape.str(), e.params.str(), e.method,
+                               e.params == full ? " (these params)" : "");
+}
 
 int run(const Opts& o) {
   Toolchain tc = find_toolchain(o.toolchain);
@@ -69,6 +80,7 @@ int run(const Opts& o) {
   std::cout << fmt::format("code_bytes  {}\n", a.code_bytes);
   std::cout << fmt::format("compile_s   {:.3f}{}\n", a.compile_s, a.cache_hit ? " (cached)" : "");
   for (const auto& [n, v] : a.metrics) std::cout << fmt::format("{:<11} {}\n", n, v);
+  print_tuned(o, k, tc, dt, full);
   if (o.show_log && !a.log.empty()) std::cout << "log:\n" << a.log << "\n";
   return 0;
 }
@@ -80,6 +92,7 @@ Registrar reg("inspect", "Compile one kernel instance (no run) and print its sta
   app->add_option("--param", o->params, "NAME=VALUE (repeatable)");
   app->add_option("--config", o->config, "start from a built-in config (e.g. best)");
   app->add_option("--dtype", o->dtype, "f32, f16 or bf16")->default_val("f32");
+  app->add_option("--tuned-table", o->tuned_table, "tuned-config table to show entries from ($KBISECT_TUNED_TABLE)");
   app->add_flag("--json", o->json, "print JSON");
   app->add_flag("--log", o->show_log, "print the compiler's output");
   return [o] { return run(*o); };

@@ -5,9 +5,23 @@
 
 #include "backends/backend.h"
 #include "cli/command.h"
+#include "harness/tuned_table.h"
 
 namespace kb::cli {
 namespace {
+
+// The tuned entries of this machine for a kernel, from $KBISECT_TUNED_TABLE (none without it).
+std::vector<std::string> tuned_lines(const KernelDecl& k) {
+  const std::string path = default_tuned_table_path();
+  if (path.empty()) return {};
+  std::vector<std::string> out;
+  const TunedTable table = TunedTable::load(path);
+  for (const auto& e : table.entries())
+    if (e.backend == k.backend && e.kernel == k.name)
+      out.push_back(fmt::format("tuned: {} {} on {} ({}) [{}] {}", to_string(e.dtype), e.shape.str(), e.toolchain,
+                                e.machine, e.params.str(), e.method));
+  return out;
+}
 
 int run_list() {
   std::cout << "backends:\n";
@@ -22,6 +36,7 @@ int run_list() {
     for (auto d : k->dtypes) ds += (ds.empty() ? "" : ",") + to_string(d);
     std::cout << fmt::format("  {:<5} {:<18} [{}] dtypes={}\n", k->backend, k->name, ps, ds);
     std::cout << fmt::format("        {}\n", k->description);
+    for (const auto& line : tuned_lines(*k)) std::cout << "        " << line << "\n";
   }
   std::cout << "toolchains:\n";
   for (const auto& t : preset_toolchains()) {

@@ -13,6 +13,7 @@
 #include "core/text.h"
 #include "core/fsutil.h"
 #include "harness/sweep_axes.h"
+#include "harness/tuned_table.h"
 
 namespace kb {
 
@@ -159,6 +160,18 @@ class ToolchainIndex {
   std::map<std::string, TcPtr> index_;
 };
 
+// `tuned_table: FILE` (relative to the sweep), else $KBISECT_TUNED_TABLE; null when neither names a file.
+std::shared_ptr<const TunedTable> load_tuned_table(const Ctx& cx, const YAML::Node& n, const std::string& base_dir) {
+  std::string path = n ? yaml_scalar(cx, n, "tuned_table") : default_tuned_table_path();
+  if (path.empty()) return nullptr;
+  if (n && !fs::path(path).is_absolute()) path = base_dir + "/" + path;
+  if (!file_exists(path)) {
+    if (n) cx.fail(n, fmt::format("tuned_table: file not found: {}", path));
+    return nullptr;
+  }
+  return std::make_shared<const TunedTable>(TunedTable::load(path));
+}
+
 // What the whole sweep file gives every benchmark.
 struct SweepDefaults {
   const YAML::Node& root;
@@ -169,6 +182,7 @@ struct SweepDefaults {
   std::vector<TcPtr> cli_toolchains;
   std::vector<std::string> toolchain_names;
   std::regex filter;
+  std::shared_ptr<const TunedTable> tuned;  // for `config: tuned` (null: no table)
 };
 
 void check_kernel_declared(const Ctx& cx, const YAML::Node& b, const std::string& kname, const std::string& want_backend) {
@@ -204,12 +218,26 @@ std::vector<DType> benchmark_dtypes(const Ctx& cx, const YAML::Node& b) {
   return dtypes;
 }
 
-Params config_params(const Ctx& cx, const YAML::Node& b, const KernelDecl& k) {
-  if (!b["config"]) return {};
+// The named built-in config's params; nullopt for `config: tuned` (resolved per case, tuned_params).
+std::optional<Params> config_params(const Ctx& cx, const YAML::Node& b, const KernelDecl& k) {
+  if (!b["config"]) return Params{};
   std::string cfg = b["config"].as<std::string>();
+  if (cfg == "tuned") return std::nullopt;
   for (const auto& [nm, p] : k.configs)
     if (nm == cfg) return p;
-  cx.fail(b["config"], fmt::format("kernel {}/{} has no config '{}'", k.backend, k.name, cfg));
+  cx.fail(b["config"], fmt::format("kernel {}/{} has no config '{}' (or 'tuned')", k.backend, k.name, cfg));
+}
+
+// `config: tuned`: the table's entry for the case, its nearest shape, or the built-in default with the reason.
+Params tuned_params(const SweepDefaults& d, const KernelDecl& k, const Toolchain& tc, DType dt, const Shape& sh,
+                    std::string& note) {
+  if (!d.tuned) {
+    note = "fallback: no tuned table (give 'tuned_table' in the sweep or set $KBISECT_TUNED_TABLE)";
+    return k.configs.front().second;
+  }
+  TunedResolution r = d.tuned->resolve({machine_key(tc), k.backend, k.name, tc.identity, dt, sh});
+  note = r.how + (r.reason.empty() ? "" : ": " + r.reason);
+  return r.how == "fallback" ? k.configs.front().second : r.params;
 }
 
 // One benchmark's axes, expanded for one kernel and toolchain.
@@ -222,24 +250,27 @@ struct BenchmarkPlan {
   std::vector<Row> rows;
 };
 
+// The complete params of one row (over `base`), or the sweep error naming the params.
+Params row_params(const Ctx& cx, const BenchmarkPlan& bp, const KernelDecl* k, Params given, const Row& row) {
+  for (const auto& [pk, pv] : row) given.set(pk, pv);
+  try {
+    return k->complete(given);
+  } catch (const InputError& e) {
+    cx.fail(bp.b["params"] ? bp.b["params"] : bp.b, e.what());
+  }
+}
+
 void expand_for_toolchain(const Ctx& cx, const BenchmarkPlan& bp, const KernelDecl* k, const TcPtr& tc,
                           const SweepDefaults& d, const std::string& filter, Sweep& sw) {
-  const Params base = config_params(cx, bp.b, *k);
+  const std::optional<Params> base = config_params(cx, bp.b, *k);
   for (DType dt : bp.dtypes) {
     for (const auto& row : bp.rows) {
-      Params given = base;
-      for (const auto& [pk, pv] : row) given.set(pk, pv);
-      Params full;
-      try {
-        full = k->complete(given);
-      } catch (const InputError& e) {
-        cx.fail(bp.b["params"] ? bp.b["params"] : bp.b, e.what());
-      }
-      std::optional<std::string> why;
-      if (!k->supports(dt)) why = fmt::format("dtype {} not supported by {}/{}", to_string(dt), k->backend, k->name);
-      if (!why && k->check_params) why = k->check_params(full, dt, tc->target);
       for (const auto& sh : bp.shapes) {
         PlannedCase pc;
+        const Params full = row_params(cx, bp, k, base ? *base : tuned_params(d, *k, *tc, dt, sh, pc.tuned), row);
+        std::optional<std::string> why;
+        if (!k->supports(dt)) why = fmt::format("dtype {} not supported by {}/{}", to_string(dt), k->backend, k->name);
+        if (!why && k->check_params) why = k->check_params(full, dt, tc->target);
         pc.c.kernel = k;
         pc.c.params = full;
         pc.c.shape = sh;
@@ -316,13 +347,14 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
   Ctx cx{origin};
   const YAML::Node root = yaml_load(text, origin);
   if (!root.IsMap()) throw InputError(fmt::format("{}: a sweep must be a mapping with 'benchmarks'", origin));
-  check_keys(cx, root, "sweep", {"name", "description", "tier", "tiers", "toolchains", "measure", "shape_sets", "benchmarks"});
+  check_keys(cx, root, "sweep", {"name", "description", "tier", "tiers", "toolchains", "measure", "shape_sets", "tuned_table",
+                               "benchmarks"});
 
   Sweep sw;
   sw.file = origin;
   sw.name = root["name"] ? root["name"].as<std::string>() : fs::path(origin).stem().string();
   SweepDefaults d{root, fs::absolute(origin).parent_path().string(), root["tier"] ? check_tier(cx, root["tier"]) : "l1",
-                  {}, {}, {}, {}, {}};
+                  {}, {}, {}, {}, {}, {}};
   sw.tier_budget_s = parse_tier_budgets(cx, root["tiers"]);
   apply_measure(cx, root["measure"], d.measure);
   d.shape_sets = parse_shape_sets(cx, root["shape_sets"]);
@@ -330,6 +362,7 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
   ToolchainIndex tc_index(cx, d.base_dir, sw);
   for (const auto& t : opts.toolchains) d.cli_toolchains.push_back(tc_index.get(t, nullptr, true));
   d.toolchain_names = string_list(cx, root["toolchains"], "toolchains");
+  d.tuned = load_tuned_table(cx, root["tuned_table"], d.base_dir);
 
   auto benches = root["benchmarks"];
   if (!benches || !benches.IsSequence() || benches.size() == 0) {

@@ -19,6 +19,8 @@ struct PlannedCase {
   std::shared_ptr<const Toolchain> toolchain;  // identity resolved; shared by the sweep's cases
   std::optional<std::string> skip_reason;  // set when the combination cannot run (kept in results)
   MeasureConfig measure;
+  // `config: tuned` only: how the params were found ("exact", "nearest: ..." or "fallback: <reason>").
+  std::string tuned;
 };
 
 struct SweepOptions {

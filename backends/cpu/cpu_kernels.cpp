@@ -47,6 +47,11 @@ KernelDecl matmul_tiled() {
       .dtypes({DType::f32, DType::bf16})
       .defaults_config("best")
       .config("small", {{"BM", 32}, {"BN", 64}, {"BK", 64}, {"MR", 4}, {"NR", 16}})
+      .tunable("MR", {2, 4, 6, 8})
+      .tunable("NR", {8, 16, 32})
+      .tunable("BM", {96, 192})
+      .tunable("BN", {256, 512})
+      .tunable("BK", {128, 256})
       .check_params(check_tiles);
 }
 
@@ -63,6 +68,11 @@ KernelDecl matmul_pipelined() {
       .dtypes({DType::f32, DType::bf16})
       .defaults_config("best")
       .config("small", {{"STAGES", 2}, {"BM", 32}, {"BN", 64}, {"BK", 64}, {"MR", 4}, {"NR", 16}})
+      .tunable_range("STAGES", 2, 4, 1)
+      .tunable("CONSUMERS", {1, 2})
+      .tunable("MR", {4, 6})
+      .tunable("NR", {16, 32})
+      .tunable("BK", {128, 256})
       .check_params(check_ring);
 }
 

@@ -131,6 +131,11 @@ KernelDecl matmul_tiled() {
       .defaults_config("best")
       .config("small", {{"BM", 64}, {"BN", 64}, {"TM", 4}, {"TN", 4}, {"WM", 32}, {"STAGES", 2}})
       .config("deep", {{"BN", 256}, {"WN", 64}, {"STAGES", 4}})
+      .tunable("BM", {64, 128})
+      .tunable("BN", {64, 128, 256})
+      .tunable("WM", {32, 64})
+      .tunable("WN", {32, 64})
+      .tunable_range("STAGES", 2, 4, 1)
       .tolerance({2, {}}, kTensorCoreReason)
       .check_params(check_tiled)
       .check_shape(check_shape_positive);
@@ -150,6 +155,10 @@ KernelDecl matmul_ws_sm80() {
       .defaults_config("best")
       .config("small", {{"BM", 64}, {"BN", 64}, {"WM", 32}, {"STAGES", 3}})
       .config("wide", {{"BN", 256}, {"WN", 64}, {"STAGES", 3}, {"PRODUCERS", 2}})
+      .tunable("BN", {64, 128, 256})
+      .tunable("WN", {32, 64})
+      .tunable_range("STAGES", 2, 6, 1)
+      .tunable("PRODUCERS", {1, 2})
       .tolerance({2, {}}, kTensorCoreReason)
       .check_params(check_ws_sm80)
       .check_shape(check_shape_k8_n8);
@@ -168,6 +177,9 @@ KernelDecl matmul_ws_sm90() {
       .defaults_config("best")
       .config("persistent", {{"PERSISTENT", 1}})
       .config("wide", {{"BN", 256}, {"STAGES", 3}, {"PERSISTENT", 1}})
+      .tunable_range("BN", 64, 256, 64)
+      .tunable_range("STAGES", 2, 6, 1)
+      .tunable("PERSISTENT", {0, 1})
       .tolerance({2, {}}, kTensorCoreReason)
       .check_params(check_ws_sm90)
       .check_shape(check_shape_k8_n8);

@@ -121,6 +121,11 @@ KernelDecl matmul_tiled() {
       .config("small", {{"BM", 64}, {"BN", 64}, {"BK", 16}, {"MFMA", 16}})
       .config("large", {{"BM", 256}})
       .config("single_buffer", {{"DB", 0}})
+      .tunable("BM", {64, 128, 256})
+      .tunable("BN", {64, 128})
+      .tunable("BK", {16, 32})
+      .tunable("MFMA", {16, 32})
+      .tunable("OCC", {0, 2})
       .tolerance({2, {}}, kTensorCoreReason)
       .check_params(check_tiled)
       .check_shape(check_shape_vec8);
@@ -143,6 +148,10 @@ KernelDecl matmul_ws() {
       .config("deep", {{"BM", 64}, {"STAGES", 4}, {"PW", 2}})
       .config("mfma16", {{"STAGES", 2}, {"MFMA", 16}})
       .config("wide", {{"BN", 256}, {"STAGES", 2}, {"PW", 2}, {"CWN", 4}})
+      .tunable("BN", {128, 256})
+      .tunable_range("STAGES", 2, 4, 1)
+      .tunable("PW", {1, 2})
+      .tunable("MFMA", {16, 32})
       .tolerance({2, {}}, kTensorCoreReason)
       .check_params(check_ws)
       .check_shape(check_shape_vec8);

@@ -1,0 +1,91 @@
+// kbisect tune KERNEL --toolchain T --shape MxNxK... --dtype D [--budget-s S] [-o TABLE]: search the
+// kernel's declared space on this machine (tune/tuner.h), print the candidates, write the winners into
+// the tuned-config table that `config: tuned` reads, and optionally an HTML report.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/terminal_log.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "harness/tuned_table.h"
+#include "tune/report.h"
+#include "tune/tuner.h"
+
+namespace kb::cli {
+namespace {
+
+struct Args {
+  std::string kernel, toolchain, dtype = "f32", table, html;
+  std::vector<std::string> shapes, space;
+  double budget_s = 120, alpha = 0.05;
+  int jobs = 0;
+  uint64_t seed = 1;
+};
+
+// "MR=4,6,8" -> {"MR", [4, 6, 8]}; "MR=" is an empty space (refused by the tuner, naming MR).
+std::pair<std::string, std::vector<ParamValue>> parse_space(const std::string& s) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0) throw InputError(fmt::format("--space '{}' must be NAME=V1,V2,...", s));
+  std::vector<ParamValue> values;
+  std::string rest = s.substr(eq + 1);
+  for (size_t p = 0; !rest.empty() && p != std::string::npos;) {
+    size_t c = rest.find(',', p);
+    std::string v = rest.substr(p, c == std::string::npos ? std::string::npos : c - p);
+    if (!v.empty()) values.push_back(parse_param_value(v));
+    p = c == std::string::npos ? c : c + 1;
+  }
+  return {s.substr(0, eq), values};
+}
+
+int run(const Args& a) {
+  tune::TuneOptions o;
+  o.kernel = a.kernel;
+  o.toolchain = a.toolchain;
+  o.dtype = parse_dtype(a.dtype);
+  for (const auto& s : a.shapes) o.shapes.push_back(parse_shape_text(s, "--shape"));
+  for (const auto& s : a.space) o.space.push_back(parse_space(s));
+  o.budget_s = a.budget_s;
+  o.alpha = a.alpha;
+  o.jobs = a.jobs;
+  o.seed = a.seed;
+  tune::TuneRun r = tune::run_tune(o, progress_log());
+  std::cout << tune::render_tune_table(r);
+  if (!a.table.empty()) {
+    TunedTable t = TunedTable::load(a.table);
+    for (const auto& e : r.entries()) t.put(e);
+    t.save(a.table);
+    std::cerr << "tuned table: " << a.table << "\n";
+  }
+  if (!a.html.empty()) {
+    write_file_atomic(a.html, tune::render_tune_html(r));
+    std::cerr << "report: " << a.html << "\n";
+  }
+  return 0;
+}
+
+Registrar reg("tune",
+              "Search a kernel's tunable space on this machine: prune on static metrics, race the survivors, confirm "
+              "the winner against the built-in default, and record it in a tuned-config table",
+              [](CLI::App* app) {
+                auto a = std::make_shared<Args>();
+                app->add_option("KERNEL", a->kernel, "kernel name (see kbisect list)")->required();
+                app->add_option("--toolchain", a->toolchain, "toolchain name or YAML file")->required();
+                app->add_option("--shape", a->shapes, "MxNxK (repeatable)")->required();
+                app->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
+                app->add_option("--budget-s", a->budget_s, "measuring time per shape in seconds")->capture_default_str();
+                app->add_option("--space", a->space, "NAME=V1,V2,... replaces the declared values (repeatable)");
+                app->add_option("--alpha", a->alpha, "error rate of the race and of the confirming A/B")
+                    ->capture_default_str();
+                app->add_option("--jobs", a->jobs, "parallel compiles (0: one per core)")->capture_default_str();
+                app->add_option("-o,--out", a->table, "tuned-config table (JSON) to add the winners to");
+                app->add_option("--html", a->html, "write the search as an HTML page here");
+                app->add_option("--seed", a->seed, "seed of the measuring order")->capture_default_str();
+                return [a] { return run(*a); };
+              });
+
+}  // namespace
+}  // namespace kb::cli

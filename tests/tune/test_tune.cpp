@@ -1,0 +1,215 @@
+// kbisect tune: pruning reasons, racing on a synthetic lab, the tuned table and `config: tuned`, bad input.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "backends/backend.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/rng.h"
+#include "harness/sweep.h"
+#include "harness/tuned_table.h"
+#include "tune/prune.h"
+#include "tune/race.h"
+#include "tune/space.h"
+#include "tune/tuner.h"
+
+namespace kb::tune {
+namespace {
+
+const char* kRemarks =
+    "x.cpp:1:1: remark: 9 virtual registers copies 3.4e+05 total copies cost generated in loop [-Rpass-missed=regalloc]\n"
+    "x.cpp:1:1: remark: 2 reloads 9.3e+04 total reloads cost 2 folded reloads 1.2e+05 total folded reloads cost "
+    "generated in loop [-Rpass-missed=regalloc]\n"
+    "x.cpp:1:1: remark: 15 spills 6.7e+04 total spills cost 23 reloads 4.4e+05 total reloads cost 19 folded reloads "
+    "4.6e+05 total folded reloads cost generated in loop [-Rpass-missed=regalloc]\n"
+    "x.cpp:1:1: remark: 156 spills 3.5e+06 total spills cost 179 reloads 2.2e+07 total reloads cost generated in "
+    "function [-Rpass-missed=regalloc]\n";
+
+TEST(TunePrune, RegallocRemarksGiveTheInnermostSpillingLoop) {
+  auto s = parse_regalloc_remarks(kRemarks);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->spills, 15);
+  EXPECT_EQ(s->reloads, 23);
+  EXPECT_EQ(s->fn_spills, 156);
+  EXPECT_EQ(s->fn_reloads, 179);
+  EXPECT_FALSE(parse_regalloc_remarks("no remarks here"));
+}
+
+TEST(TunePrune, ReasonsAreRecorded) {
+  PruneRule rule;
+  std::vector<std::optional<LoopSpills>> s = {LoopSpills{10, 17}, LoopSpills{15, 23}, LoopSpills{40, 60}, std::nullopt};
+  auto why = cpu_spill_reasons(s, rule);
+  EXPECT_EQ(why[0], "");
+  EXPECT_EQ(why[1], "");  // 38 <= 1.5 * 27 + 8
+  EXPECT_NE(why[2].find("40 spills + 60 reloads"), std::string::npos) << why[2];
+  EXPECT_EQ(why[3], "");
+  EXPECT_NE(gpu_static_reason({{"spill_stores", 4}}, rule).find("spill"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"scratch_bytes", 64}}, rule).find("local memory"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"occupancy", 0.125}}, rule).find("occupancy 0.12"), std::string::npos);
+  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.5}, {"registers", 128}}, rule), "");
+}
+
+TEST(TuneSpace, InvalidPointsKeepTheKernelsReason) {
+  const KernelDecl& k = find_kernel("cpu", "matmul_tiled");
+  auto pts = enumerate_space(k, DType::f32, "", {256, 256, 256}, cpu_vector_info());
+  size_t n = 1;
+  for (const auto& t : k.space) n *= t.values.size();
+  EXPECT_EQ(pts.size(), n);
+  // A space through a value the checks refuse keeps the point with the kernel's reason.
+  KernelDecl odd = k;
+  odd.space = {{"MR", {int64_t(4), int64_t(5)}}};
+  auto odd_pts = enumerate_space(odd, DType::f32, "", {256, 256, 256}, cpu_vector_info());
+  ASSERT_EQ(odd_pts.size(), 2u);
+  int refused = 0;
+  for (const auto& p : odd_pts) refused += p.invalid.find("MR=5 does not divide BM=96") != std::string::npos;
+  EXPECT_EQ(refused, 1);
+  Params bad = k.complete({{"MR", int64_t(5)}, {"BM", int64_t(96)}});
+  ASSERT_TRUE(k.check_params(bad, DType::f32, ""));
+  EXPECT_NE(k.check_params(bad, DType::f32, "")->find("does not divide"), std::string::npos);
+  // The prior orders but never drops: every combination is still there.
+  EXPECT_LE(pts.front().prior, pts.back().prior);
+}
+
+// A synthetic lab: candidate i's times are lognormal around means[i] with 2% noise.
+RaceResult race_lab(const std::vector<double>& means, uint64_t seed, double alpha) {
+  Rng rng(seed * 7919 + 1);
+  RaceConfig cfg;
+  cfg.alpha = alpha;
+  cfg.seed = seed;
+  cfg.max_rounds = 320;
+  cfg.budget_s = 1e9;
+  return race(means.size(), [&](size_t i) {
+    double t = means[i] * std::exp(0.02 * rng.normal());
+    return Sample{t, t};
+  }, cfg);
+}
+
+TEST(TuneRace, PicksTheTrueBestAtTheStatedErrorRate) {
+  const std::vector<double> means = {1.10, 1.04, 1.00, 1.30, 1.02, 1.50, 1.08, 1.20};
+  const double alpha = 0.05;
+  const int trials = 40;
+  int wrong = 0;
+  double rounds = 0;
+  for (int t = 0; t < trials; ++t) {
+    RaceResult r = race_lab(means, uint64_t(t + 1), alpha);
+    wrong += r.winner != 2;
+    rounds += r.rounds;
+    EXPECT_EQ(r.entries[2].dropped_at, 0) << "true best dropped in trial " << t;
+  }
+  // At most alpha of the trials, with binomial slack (P(X > 6 | n=40, p=0.05) < 0.01).
+  EXPECT_LE(wrong, 6);
+  EXPECT_LT(rounds / trials, 320);  // the race stops early: candidates are dropped
+}
+
+TEST(TuneRace, BadConfigNamesTheField) {
+  RaceConfig cfg;
+  cfg.budget_s = 0;
+  try {
+    race(2, [](size_t) { return Sample{1, 1}; }, cfg);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("budget_s"), std::string::npos);
+  }
+}
+
+TunedEntry entry(const std::string& machine, const std::string& identity, Shape sh, int64_t mr) {
+  TunedEntry e;
+  e.machine = machine;
+  e.backend = "cpu";
+  e.kernel = "matmul_tiled";
+  e.toolchain = "clang-19";
+  e.toolchain_identity = identity;
+  e.shape = sh;
+  e.params = find_kernel("cpu", "matmul_tiled").complete({{"MR", mr}});
+  e.gain_pct = 12.5, e.gain_lo_pct = 10, e.gain_hi_pct = 15;
+  e.verdict = "better";
+  return e;
+}
+
+TEST(TunedTable, RoundTripsThroughItsFile) {
+  TunedTable t;
+  t.put(entry("cpu X avx2", "abc", {1024, 1024, 1024}, 4));
+  t.put(entry("cpu X avx2", "abc", {256, 256, 256}, 8));
+  t.put(entry("cpu X avx2", "abc", {1024, 1024, 1024}, 2));  // replaces the first
+  const std::string dir = temp_dir("kb-tuned");
+  t.save(dir + "/tuned.json");
+  TunedTable back = TunedTable::load(dir + "/tuned.json");
+  ASSERT_EQ(back.entries().size(), 2u);
+  EXPECT_EQ(back.dump(), t.dump());
+  EXPECT_EQ(back.entries()[1].params.get_int("MR"), 2);
+  EXPECT_DOUBLE_EQ(back.entries()[1].gain_hi_pct, 15);
+  EXPECT_THROW(TunedTable::parse("{\"format\": \"other\"}", "t.json"), InputError);
+  remove_tree(dir);
+}
+
+TEST(TunedTable, ResolvesExactNearestAndFallback) {
+  TunedTable t;
+  t.put(entry("cpu X avx2", "abc", {1024, 1024, 1024}, 4));
+  t.put(entry("cpu X avx2", "abc", {256, 256, 256}, 8));
+  TunedQuery q{"cpu X avx2", "cpu", "matmul_tiled", "abc", DType::f32, {1024, 1024, 1024}};
+  auto r = t.resolve(q);
+  EXPECT_EQ(r.how, "exact");
+  EXPECT_EQ(r.params.get_int("MR"), 4);
+  q.shape = {300, 300, 200};
+  r = t.resolve(q);
+  EXPECT_EQ(r.how, "nearest");
+  EXPECT_EQ(r.params.get_int("MR"), 8);
+  EXPECT_NE(r.reason.find("256x256x256"), std::string::npos);
+  q.toolchain_identity = "other";
+  r = t.resolve(q);
+  EXPECT_EQ(r.how, "fallback");
+  EXPECT_NE(r.reason.find("other toolchain builds"), std::string::npos);
+  q.machine = "cpu Y avx512f";
+  EXPECT_NE(t.resolve(q).reason.find("no tuned entry"), std::string::npos);
+}
+
+TEST(TunedTable, ConfigTunedInASweep) {
+  Toolchain tc = find_toolchain("g++");
+  resolve_identity(tc);
+  const std::string dir = temp_dir("kb-tuned-sweep");
+  TunedTable t;
+  t.put(entry(machine_key(tc), tc.identity, {64, 64, 64}, 4));
+  t.save(dir + "/tuned.json");
+  const std::string sweep = "toolchains: [g++]\ntuned_table: tuned.json\nbenchmarks:\n"
+                            "  - {kernel: matmul_tiled, config: tuned, shapes: [[64, 64, 64], [96, 96, 64]]}\n";
+  write_file_atomic(dir + "/s.yaml", sweep);
+  Sweep sw = load_sweep(dir + "/s.yaml");
+  ASSERT_EQ(sw.cases.size(), 2u);
+  EXPECT_EQ(sw.cases[0].tuned, "exact");
+  EXPECT_EQ(sw.cases[0].c.params.get_int("MR"), 4);
+  EXPECT_EQ(sw.cases[1].tuned.rfind("nearest", 0), 0u) << sw.cases[1].tuned;
+  write_file_atomic(dir + "/s2.yaml", "toolchains: [g++]\nbenchmarks:\n"
+                                      "  - {kernel: matmul_tiled, config: tuned, shapes: [[64, 64, 64]]}\n");
+  unsetenv("KBISECT_TUNED_TABLE");
+  Sweep fb = load_sweep(dir + "/s2.yaml");
+  EXPECT_EQ(fb.cases[0].tuned.rfind("fallback: no tuned table", 0), 0u) << fb.cases[0].tuned;
+  EXPECT_EQ(fb.cases[0].c.params, find_kernel("cpu", "matmul_tiled").configs.front().second);
+  remove_tree(dir);
+}
+
+// Bad input: the CLI's exit code 2 with the field named.
+int run_cli(const std::string& args, std::string& err) {
+  const std::string out = temp_dir("kb-tune-cli") + "/err.txt";
+  int rc = std::system((std::string(KBISECT_BINARY_DIR) + "/kbisect tune " + args + " 2>" + out + " >/dev/null").c_str());
+  err = read_file(out);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(TuneCli, BadInputExitsTwoNamingTheField) {
+  std::string err;
+  EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64x64 --space XX=1", err), 2);
+  EXPECT_NE(err.find("unknown parameter 'XX'"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64x64 --space MR=", err), 2);
+  EXPECT_NE(err.find("'MR' is given an empty space"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64x64 --budget-s 0.1", err), 2);
+  EXPECT_NE(err.find("--budget-s 0.1 is too small"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64", err), 2);
+  EXPECT_NE(err.find("--shape"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace kb::tune

@@ -1,0 +1,310 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backends/backend.h"
+#include "backends/cache.h"
+#include "core/error.h"
+#include "core/text.h"
+#include "harness/ab.h"
+#include "harness/runner.h"
+#include "tune/space.h"
+
+namespace kb::tune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kFirstLook = 10;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The kernel with the options' space replacing the declared values of the parameters they name.
+KernelDecl kernel_with_space(const KernelDecl& k, const TuneOptions& o) {
+  KernelDecl out = k;
+  for (const auto& [name, values] : o.space) {
+    auto it = std::find_if(k.params.begin(), k.params.end(), [&](const ParamSpec& p) { return p.name == name; });
+    if (it == k.params.end())
+      throw InputError(fmt::format("--space: unknown parameter '{}' of {}/{}", name, k.backend, k.name));
+    if (values.empty()) throw InputError(fmt::format("--space: parameter '{}' is given an empty space", name));
+    auto t = std::find_if(out.space.begin(), out.space.end(), [&](const TunableParam& p) { return p.name == name; });
+    if (t == out.space.end()) out.space.push_back({name, values});
+    else t->values = values;
+  }
+  if (out.space.empty())
+    throw InputError(fmt::format("space: kernel {}/{} declares no tunable space (give --space NAME=V1,V2)", k.backend,
+                                 k.name));
+  return out;
+}
+
+void check_options(const TuneOptions& o) {
+  if (o.shapes.empty()) throw InputError("--shape: at least one shape is needed");
+  if (!(o.budget_s >= minimum_budget_s()))
+    throw InputError(fmt::format("--budget-s {} is too small to measure anything (at least {} s: {} rounds of two "
+                                 "candidates and a confirming A/B)",
+                                 o.budget_s, minimum_budget_s(), kFirstLook));
+  if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("--alpha {} must be in (0, 0.5)", o.alpha));
+}
+
+// The toolchain the pruning compiles use: clang with its register-allocation remarks (same code).
+Toolchain remark_toolchain(const Toolchain& tc) {
+  Toolchain r = tc;
+  if (tc.backend != "cpu" || tc.kind != "clang") return r;
+  r.name += "+regalloc-remarks";
+  r.flags.push_back("-Rpass-missed=regalloc");
+  r.identity.clear();
+  resolve_identity(r);
+  return r;
+}
+
+// Compiles every valid candidate, `jobs` at a time; failures become status "failed".
+int compile_all(std::vector<Candidate>& cands, const KernelDecl& k, DType dt, const Toolchain& tc, int jobs,
+                CompileCache& cache, std::vector<std::string>& logs, Log& log) {
+  Backend& be = backend_for(tc);
+  std::atomic<size_t> next{0};
+  std::atomic<int> fresh{0}, done{0};
+  logs.assign(cands.size(), "");
+  auto work = [&] {
+    for (size_t i = next++; i < cands.size(); i = next++) {
+      if (!cands[i].status.empty()) continue;
+      CompileRequest req{&k, cands[i].params, dt, &tc, kernel_dir(), "", 300, size_t(1) << 20};
+      try {
+        Artifact a = cache.compile(be, req);
+        cands[i].metrics = a.metrics;
+        logs[i] = a.log;
+        fresh += !a.cache_hit;
+      } catch (const Error& e) {
+        cands[i].status = "failed";
+        cands[i].reason = fmt::format("compile failed: {}", e.what());
+      }
+      ++done;
+    }
+  };
+  const int n = jobs > 0 ? jobs : std::max(1, int(std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n; ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  log.line(fmt::format("compiled {} candidates ({} new compiles)", done.load(), fresh.load()));
+  return fresh;
+}
+
+void prune_static(std::vector<Candidate>& cands, const std::vector<std::string>& logs, const std::string& backend,
+                  const PruneRule& rule) {
+  if (backend == "cpu") {
+    std::vector<std::optional<LoopSpills>> spills(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (cands[i].status.empty()) spills[i] = parse_regalloc_remarks(logs[i]);
+    auto why = cpu_spill_reasons(spills, rule);
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (spills[i]) {
+        cands[i].metrics["loop_spills"] = spills[i]->spills;
+        cands[i].metrics["loop_reloads"] = spills[i]->reloads;
+      }
+      if (!why[i].empty()) cands[i].status = "pruned", cands[i].reason = why[i];
+    }
+    return;
+  }
+  for (auto& c : cands)
+    if (c.status.empty())
+      if (auto why = gpu_static_reason(c.metrics, rule); !why.empty()) c.status = "pruned", c.reason = why;
+}
+
+PlannedCase plan(const KernelDecl& k, const Params& p, const Shape& sh, DType dt, const std::shared_ptr<const Toolchain>& tc) {
+  PlannedCase pc;
+  pc.c.kernel = &k;
+  pc.c.params = p;
+  pc.c.shape = sh;
+  pc.c.dtype = dt;
+  pc.c.toolchain = tc->name;
+  pc.toolchain = tc;
+  return pc;
+}
+
+// One timing sample of an executable: a batch long enough to time (about 1 ms), time per execution.
+Sample time_once(Executable& exe, int batch) {
+  auto t0 = Clock::now();
+  TimedSample s = exe.run(batch);
+  return {s.seconds, seconds_since(t0)};
+}
+
+int batch_for(Executable& exe) {
+  exe.run(1);  // warm
+  const double t = std::max(1e-7, exe.run(1).seconds);
+  return std::max(1, int(std::ceil(0.001 / t)));
+}
+
+struct Lab {
+  CompileCache cache;
+  ReferenceCache refs;
+  std::vector<PreparedCase> prepared;  // parallel to the candidates (empty unless raced)
+};
+
+// Correctness first: survivors are prepared (compiled with the real toolchain, loaded, checked).
+std::vector<size_t> prepare_survivors(ShapeTune& st, const KernelDecl& k, DType dt,
+                                      const std::shared_ptr<const Toolchain>& tc, Lab& lab) {
+  std::vector<size_t> ready;
+  lab.prepared.resize(st.candidates.size());
+  for (size_t i = 0; i < st.candidates.size(); ++i) {
+    Candidate& c = st.candidates[i];
+    if (!c.status.empty()) continue;
+    lab.prepared[i] = prepare_case(plan(k, c.params, st.shape, dt, tc), lab.cache, lab.refs);
+    const CaseResult& r = lab.prepared[i].result;
+    st.compiles += r.has_static && !r.cache_hit;
+    if (lab.prepared[i].ready()) ready.push_back(i);
+    else c.status = r.status == CaseStatus::incorrect ? "incorrect" : "failed", c.reason = r.reason;
+  }
+  return ready;
+}
+
+void race_survivors(ShapeTune& st, const std::vector<size_t>& ready, Lab& lab, const TuneOptions& o, Log& log) {
+  std::vector<int> batch;
+  for (size_t i : ready) batch.push_back(batch_for(*lab.prepared[i].exe));
+  RaceConfig rc;
+  rc.alpha = o.alpha;
+  rc.first_look = kFirstLook;
+  rc.budget_s = 0.75 * o.budget_s;
+  rc.seed = o.seed;
+  auto sample = [&](size_t j) { return time_once(*lab.prepared[ready[j]].exe, batch[j]); };
+  auto progress = [&](int rounds, size_t alive, size_t lead, double lead_s) {
+    log.line(fmt::format("racing {}: round {}, {} of {} left, leader [{}] {:.3f} ms", st.shape.str(), rounds, alive,
+                         ready.size(), st.candidates[ready[lead]].params.str(), 1e3 * lead_s));
+  };
+  st.race = race(ready.size(), sample, rc, progress);
+  for (size_t j = 0; j < ready.size(); ++j) {
+    Candidate& c = st.candidates[ready[j]];
+    c.race = st.race.entries[j];
+    c.status = c.race.dropped_at ? "dropped" : "tied";
+    if (c.race.dropped_at)
+      c.reason = fmt::format("slower than the leader after {} rounds (p = {:.2g} < {:.2g})", c.race.dropped_at,
+                             c.race.p_slower, st.race.alpha_per_test);
+  }
+  st.winner = ready[st.race.winner];
+  st.candidates[*st.winner].status = "winner";
+}
+
+// The winner against the built-in default, both loaded afresh per block (harness/ab.h says why).
+void confirm_winner(ShapeTune& st, const KernelDecl& k, DType dt, const std::shared_ptr<const Toolchain>& tc, Lab& lab,
+                    const TuneOptions& o, Log& log) {
+  const Candidate& w = st.candidates[*st.winner];
+  if (w.params == st.default_params) {
+    log.line(fmt::format("{}: the built-in default is the winner; nothing to confirm", st.shape.str()));
+    return;
+  }
+  PreparedCase def = prepare_case(plan(k, st.default_params, st.shape, dt, tc), lab.cache, lab.refs);
+  if (!def.ready()) {
+    log.line(fmt::format("{}: the built-in default cannot run ({}); no A/B", st.shape.str(), def.result.reason));
+    return;
+  }
+  PreparedCase& win = lab.prepared[*st.winner];
+  auto make = [&](int side) { return side == 0 ? def.reload() : win.reload(); };
+  stats::DecisionConfig dc;
+  dc.threshold = o.threshold;
+  dc.alpha = o.alpha;
+  dc.min_n = 6;
+  dc.max_n = 96;
+  MeasureConfig mc;
+  mc.seed = o.seed;
+  mc.warmup_s = 0.01;
+  const double budget = o.budget_s - st.race.measured_s;
+  auto t0 = Clock::now();
+  PairOutcome out = measure_and_decide_blocks(make, mc, dc, std::max(0.25 * o.budget_s, budget), o.confirm_pairs_per_block);
+  st.confirm_s = seconds_since(t0);
+  st.confirm = out.decision;
+  log.line(fmt::format("{}: winner [{}] vs default: {:+.2f}% speed ({})", st.shape.str(), w.params.str(), st.gain_pct(),
+                       stats::to_string(out.decision.verdict)));
+}
+
+// No device: candidates that survived pruning are ranked by their static score, nothing is measured.
+void rank_static(ShapeTune& st) {
+  std::vector<size_t> alive;
+  for (size_t i = 0; i < st.candidates.size(); ++i)
+    if (st.candidates[i].status.empty()) alive.push_back(i);
+  std::stable_sort(alive.begin(), alive.end(), [&](size_t a, size_t b) {
+    return gpu_static_score(st.candidates[a].metrics) < gpu_static_score(st.candidates[b].metrics);
+  });
+  for (size_t r = 0; r < alive.size(); ++r) {
+    st.candidates[alive[r]].status = r == 0 ? "winner" : "ranked";
+    st.candidates[alive[r]].reason = fmt::format("static rank {} of {} (not measured: {})", r + 1, alive.size(),
+                                                 st.static_only_reason);
+  }
+  if (!alive.empty()) st.winner = alive.front();
+}
+
+ShapeTune tune_shape(const KernelDecl& k, const Shape& sh, const std::shared_ptr<const Toolchain>& tc,
+                     const TuneOptions& o, Log& log) {
+  ShapeTune st;
+  st.shape = sh;
+  st.default_params = k.configs.empty() ? k.complete({}) : k.configs.front().second;
+  for (auto& p : enumerate_space(k, o.dtype, tc->target, sh, cpu_vector_info()))
+    st.candidates.push_back({p.params, p.invalid.empty() ? "" : "invalid", p.invalid, {}, p.prior, {}});
+  Lab lab;
+  const Toolchain pruning = remark_toolchain(*tc);
+  std::vector<std::string> logs;
+  st.compiles += compile_all(st.candidates, k, o.dtype, pruning, o.jobs, lab.cache, logs, log);
+  prune_static(st.candidates, logs, k.backend, o.prune);
+  size_t left = 0;
+  for (const auto& c : st.candidates) left += c.status.empty();
+  log.line(fmt::format("{}: {} candidates, {} left after constraints and static pruning", sh.str(), st.candidates.size(),
+                       left));
+  Availability av = backend_for(*tc).available();
+  if (!av.ok) {
+    st.static_only = true;
+    st.static_only_reason = "static metrics only: " + av.reason;
+    rank_static(st);
+    return st;
+  }
+  std::vector<size_t> ready = prepare_survivors(st, k, o.dtype, tc, lab);
+  if (ready.empty()) throw EnvError(fmt::format("{}: no candidate compiled, loaded and passed the correctness check", sh.str()));
+  race_survivors(st, ready, lab, o, log);
+  confirm_winner(st, k, o.dtype, tc, lab, o, log);
+  return st;
+}
+
+std::string now_utc() { return utc_time(int64_t(std::time(nullptr)), "%Y-%m-%dT%H:%M:%SZ"); }
+
+}  // namespace
+
+double minimum_budget_s() { return 1.0; }
+
+double ShapeTune::gain_pct() const { return confirm ? 100 * (std::exp(-confirm->effect) - 1) : 0; }
+
+stats::Interval ShapeTune::gain_ci_pct() const {
+  if (!confirm) return {};
+  return {100 * (std::exp(-confirm->ci.hi) - 1), 100 * (std::exp(-confirm->ci.lo) - 1)};
+}
+
+std::vector<TunedEntry> TuneRun::entries() const {
+  std::vector<TunedEntry> out;
+  for (const auto& st : shapes) {
+    if (!st.winner) continue;
+    TunedEntry e{machine, backend, kernel, toolchain, toolchain_identity, dtype, st.shape,
+                 st.candidates[*st.winner].params, st.static_only ? "static-only" : "measured",
+                 st.gain_pct(), st.gain_ci_pct().lo, st.gain_ci_pct().hi,
+                 st.confirm ? stats::to_string(st.confirm->verdict) : "", now_utc()};
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+TuneRun run_tune(const TuneOptions& o, Log& log) {
+  check_options(o);
+  Toolchain t = find_toolchain(o.toolchain);
+  resolve_identity(t);
+  auto tc = std::make_shared<const Toolchain>(t);
+  const KernelDecl k = kernel_with_space(find_kernel(tc->backend, o.kernel), o);
+  if (!k.supports(o.dtype))
+    throw InputError(fmt::format("--dtype: kernel {}/{} does not support {}", k.backend, k.name, to_string(o.dtype)));
+  TuneRun run{k.name, k.backend, tc->name, tc->identity, machine_key(*tc), o.dtype, {}};
+  for (const auto& sh : o.shapes) run.shapes.push_back(tune_shape(k, sh, tc, o, log));
+  return run;
+}
+
+}  // namespace kb::tune
