@@ -46,7 +46,9 @@ ElfFile ElfFile::from_bytes(std::string bytes, const std::string& name) {
       if (contents) s.data.assign(reinterpret_cast<const char*>(contents->data()), contents->size());
       else consumeError(contents.takeError());
     }
-    if (sh.sh_type == ELF::SHT_NOTE) {
+    // Notes only from a section that lies inside the file: LLVM's note iterator checks sh_offset +
+    // sh_size without overflow, so a wrapped sum would let it read past the end.
+    if (sh.sh_type == ELF::SHT_NOTE && s.data.size() == sh.sh_size) {
       llvm::Error e = llvm::Error::success();
       for (const auto& note : file.notes(sh, e)) {
         ElfNote n;
@@ -61,16 +63,18 @@ ElfFile ElfFile::from_bytes(std::string bytes, const std::string& name) {
     out.sections_.push_back(std::move(s));
   }
   for (const auto& sym : elf->symbols()) {
+    // An entry is unreadable when its table lies (partly) outside the file, and then so is every other
+    // entry: stop at the first, or a table whose header claims 2^40 symbols is walked one by one.
+    auto esym_or = elf->getSymbol(sym.getRawDataRefImpl());
+    if (!esym_or) {
+      consumeError(esym_or.takeError());
+      break;
+    }
+    const auto* esym = *esym_or;
     ElfSymbol s;
     auto nm = sym.getName();
     if (nm) s.name = nm->str();
     else consumeError(nm.takeError());
-    auto esym_or = elf->getSymbol(sym.getRawDataRefImpl());
-    if (!esym_or) {
-      consumeError(esym_or.takeError());
-      continue;
-    }
-    const auto* esym = *esym_or;
     s.value = esym->st_value;
     s.size = esym->st_size;
     s.type = esym->getType();

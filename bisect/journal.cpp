@@ -12,8 +12,9 @@ namespace kb::bisect {
 
 using json = nlohmann::json;
 
-std::vector<json> read_journal(const std::string& path) {
-  const std::string text = read_file(path);
+std::vector<json> read_journal(const std::string& path) { return parse_journal(read_file(path), path); }
+
+std::vector<json> parse_journal(const std::string& text, const std::string& path) {
   std::vector<json> out;
   std::istringstream in(text);
   std::string line;

@@ -44,5 +44,7 @@ class Journal {
 
 // Reads a journal's events (a torn last line is ignored). Throws InputError for a missing file.
 std::vector<nlohmann::json> read_journal(const std::string& path);
+// The same, from a journal's text (origin names it in errors).
+std::vector<nlohmann::json> parse_journal(const std::string& text, const std::string& origin);
 
 }  // namespace kb::bisect

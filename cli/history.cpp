@@ -169,7 +169,8 @@ int run(const Opts& o) {
     throw InputError(fmt::format("--format '{}' must be table, csv or json", o.format));
   if (o.last < 0) throw InputError(fmt::format("--last {} must be >= 0", o.last));
   if (!o.record.empty() && o.runs) throw InputError("--record and --runs cannot be combined");
-  History h(o.db);
+  // Only --record creates the database; reading a file that is not there is a mistyped path.
+  History h(o.db, !o.record.empty());
   if (!o.record.empty()) return do_record(o, h);
   if (o.runs) return do_runs(o, h);
   return do_series(o, h);
@@ -179,7 +180,7 @@ Registrar reg("history", "Nightly history in SQLite: record a merged run, list r
               [](CLI::App* app) {
                 auto o = std::make_shared<Opts>();
                 app->add_option("filter", o->filter, "regex on case ids (default: all)");
-                app->add_option("--db", o->db, "SQLite history file (created when missing)")->required();
+                app->add_option("--db", o->db, "SQLite history file (created by --record when missing)")->required();
                 app->add_option("--last", o->last, "only the last N runs");
                 app->add_option("--format", o->format, "table, csv or json")->default_val("table");
                 app->add_option("--record", o->record, "record this merged results.json (or its directory)");

@@ -33,7 +33,14 @@ bool file_exists(const std::string& path) {
 }
 
 void make_dirs(const std::string& path) {
+  // A regular file where a directory is wanted (the path itself or a folder above it) is bad input,
+  // not a missing environment.
   std::error_code ec;
+  for (fs::path p = path; !p.empty(); p = p.parent_path()) {
+    if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+      throw InputError(fmt::format("{}: cannot create directory: {} exists and is not a directory", path, p.string()));
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(path, ec);
   if (ec) throw EnvError(fmt::format("{}: cannot create directory: {}", path, ec.message()));
 }

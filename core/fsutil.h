@@ -6,7 +6,8 @@ namespace kb {
 
 std::string read_file(const std::string& path);  // throws InputError naming the path
 bool file_exists(const std::string& path);
-void make_dirs(const std::string& path);         // mkdir -p; throws on failure
+// mkdir -p; a file in the way (the path or a folder above it) is an InputError, other failures EnvError.
+void make_dirs(const std::string& path);
 // Writes to path.tmp.<pid>, fsyncs, renames over path, fsyncs the directory.
 void write_file_atomic(const std::string& path, const std::string& data);
 // Appends one line and fsyncs (journals).

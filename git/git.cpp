@@ -137,7 +137,10 @@ std::vector<CommitDiff> parse_diff_tree(const std::string& text) {
       if (!rest.empty() && rest.front() == '"') {
         // "a/x y" "b/x y": take the second quoted token.
         size_t sp = rest.find("\" \"");
-        if (sp != std::string::npos) file->path = unquote_path(rest.substr(sp + 2)).substr(2);
+        if (sp != std::string::npos) {
+          const std::string b = unquote_path(rest.substr(sp + 2));  // "b/x y" (or less, in a broken line)
+          file->path = b.size() > 2 ? b.substr(2) : "";
+        }
       } else if (rest.size() >= 5 && (rest.size() - 5) % 2 == 0) {
         // Renames are off, so "a/P b/P" holds the same path twice.
         file->path = rest.substr(2, (rest.size() - 5) / 2);

@@ -131,7 +131,9 @@ json to_json(const CaseResult& c) {
   return j;
 }
 
-CaseResult case_from_json(const json& j) {
+namespace {
+
+CaseResult read_case(const json& j) {
   CaseResult c;
   std::string ctx = "case";
   c.kernel = field<std::string>(j, "kernel", ctx);
@@ -198,6 +200,23 @@ CaseResult case_from_json(const json& j) {
   return c;
 }
 
+// nlohmann's own errors (a field of the wrong type read with value(), get<>()) as bad input naming where.
+template <class F>
+auto json_input(const std::string& where, F&& read) {
+  try {
+    return read();
+  } catch (const json::exception& e) {
+    throw InputError(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
+}  // namespace
+
+CaseResult case_from_json(const json& j) {
+  const bool named = j.is_object() && j.contains("kernel") && j["kernel"].is_string();
+  return json_input(named ? "case " + j["kernel"].get<std::string>() : "case", [&] { return read_case(j); });
+}
+
 json to_json(const RunResults& r) {
   json j;
   j["schema"] = "kbisect-results-v1";
@@ -218,13 +237,15 @@ RunResults results_from_json(const json& j, const std::string& origin) {
   if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
     throw InputError(fmt::format("{}: not a kbisect results file (no 'cases' list)", origin));
   RunResults r;
-  r.kind = j.value("kind", "sweep");
-  r.name = j.value("name", "");
-  r.sweep_file = j.value("sweep_file", "");
-  r.started = j.value("started", "");
-  r.finished = j.value("finished", "");
-  r.wall_s = j.value("wall_s", 0.0);
-  r.environment = j.value("environment", json::object());
+  json_input(origin, [&] {
+    r.kind = j.value("kind", "sweep");
+    r.name = j.value("name", "");
+    r.sweep_file = j.value("sweep_file", "");
+    r.started = j.value("started", "");
+    r.finished = j.value("finished", "");
+    r.wall_s = j.value("wall_s", 0.0);
+    r.environment = j.value("environment", json::object());
+  });
   if (j.contains("extra")) r.extra = j["extra"];
   size_t i = 0;
   for (const auto& cj : j["cases"]) {

@@ -1,6 +1,7 @@
 #include "harness/runner.h"
 
 #include <chrono>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -97,6 +98,10 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
   } catch (const Error& e) {
     r.status = CaseStatus::failed;
     r.reason = e.what();
+  } catch (const std::bad_alloc&) {
+    // Shapes beyond physical memory are skipped when planned; this is one that fits on paper only.
+    r.status = CaseStatus::failed;
+    r.reason = fmt::format("out of memory preparing {} operands", pc.c.shape.str());
   }
   return out;
 }

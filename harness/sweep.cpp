@@ -5,6 +5,8 @@
 #include <regex>
 #include <set>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -281,6 +283,7 @@ void expand_for_toolchain(const Ctx& cx, const BenchmarkPlan& bp, const KernelDe
         pc.measure = bp.measure;
         pc.skip_reason = why;
         if (!pc.skip_reason && k->check_shape) pc.skip_reason = k->check_shape(full, sh);
+        if (!pc.skip_reason) pc.skip_reason = shape_memory_reason(sh);
         if (!filter.empty() && !std::regex_search(pc.c.id(), d.filter)) continue;
         sw.cases.push_back(std::move(pc));
       }
@@ -341,7 +344,31 @@ void apply_tier_budgets(Sweep& sw) {
   }
 }
 
+// Bytes in decimal units with three digits: "12 TB", "1.2 GB".
+std::string byte_text(double b) {
+  static const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  size_t u = 0;
+  while (b >= 1000 && u + 1 < std::size(units)) {
+    b /= 1000;
+    ++u;
+  }
+  return fmt::format("{:.3g} {}", b, units[u]);
+}
+
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? double(pages) * double(page) : 0;
+}
+
 }  // namespace
+
+std::optional<std::string> shape_memory_reason(const Shape& s, double memory_bytes) {
+  const double M = double(s.M), N = double(s.N), K = double(s.K);
+  const double need = (M * K + K * N + M * N) * sizeof(float);
+  if (memory_bytes <= 0) memory_bytes = physical_memory_bytes();
+  if (memory_bytes <= 0 || need <= memory_bytes) return std::nullopt;
+  return fmt::format("needs {} of operands, more than the {} of memory", byte_text(need), byte_text(memory_bytes));
+}
 
 Sweep parse_sweep(const std::string& text, const std::string& origin, const SweepOptions& opts) {
   Ctx cx{origin};

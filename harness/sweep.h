@@ -23,6 +23,11 @@ struct PlannedCase {
   std::string tuned;
 };
 
+// A skip reason when a shape's operands (A, B and C as fp32) need more than `memory_bytes`, e.g.
+// "needs 12 TB of operands, more than the 135 GB of memory" for 1e6 x 1e6 x 1e6; 0 means this machine's
+// physical memory. Sweeps check it before anything is allocated.
+std::optional<std::string> shape_memory_reason(const Shape& s, double memory_bytes = 0);
+
 struct SweepOptions {
   std::vector<std::string> toolchains;  // overrides the sweep's toolchains (names or files)
   std::string filter;                   // ECMAScript regex matched against Case::id()

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "core/error.h"
+#include "core/fsutil.h"
 
 namespace kb {
 
@@ -194,9 +195,12 @@ static const char* kRunRowSelect =
     "r.compiler_commits, (SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id), "
     "(SELECT COUNT(*) FROM cases c WHERE c.run_id = r.id AND c.status = 'ok') FROM runs r ";
 
-History::History(const std::string& db_path) : impl_(std::make_unique<Impl>()) {
+History::History(const std::string& db_path, bool create) : impl_(std::make_unique<Impl>()) {
   impl_->path = db_path;
-  int rc = sqlite3_open_v2(db_path.c_str(), &impl_->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (!create && !file_exists(db_path))
+    throw InputError(fmt::format("{}: the history database does not exist (record a run with --record first)", db_path));
+  const int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+  int rc = sqlite3_open_v2(db_path.c_str(), &impl_->db, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = impl_->db ? sqlite3_errmsg(impl_->db) : sqlite3_errstr(rc);
     throw InputError(fmt::format("{}: cannot open the history database: {}", db_path, msg));

@@ -54,9 +54,10 @@ struct SeriesPoint {
 
 class History {
  public:
-  // Opens or creates the file; creates or migrates the schema. Throws InputError naming the file when
-  // it is not a kbisect history, or was written by a newer schema version.
-  explicit History(const std::string& db_path);
+  // Opens the file, or creates it when `create` is set; creates or migrates the schema. Throws
+  // InputError naming the file when it does not exist (and `create` is off), is not a kbisect history,
+  // or was written by a newer schema version.
+  explicit History(const std::string& db_path, bool create = true);
   ~History();
   History(History&&) noexcept;
   History& operator=(History&&) noexcept;

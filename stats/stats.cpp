@@ -134,6 +134,15 @@ double pmf_cdf(const std::vector<double>& pmf, int64_t t) {
   return std::min(1.0, c);
 }
 
+// P(S >= t), summed from the top end: a small upper tail keeps its digits (1 - P(S <= t - 1) would leave
+// only the rounding error of a sum close to 1).
+double pmf_upper(const std::vector<double>& pmf, int64_t t) {
+  if (t <= 0) return 1;
+  double c = 0;
+  for (int64_t s = int64_t(pmf.size()) - 1; s >= t; --s) c += pmf[size_t(s)];
+  return std::min(1.0, c);
+}
+
 double sgn(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
 
 // Two-sided z quantile for confidence conf.
@@ -217,7 +226,9 @@ std::vector<double> log_ratios(const std::vector<double>& base, const std::vecto
 // ---- distributions ----------------------------------------------------------------------------
 
 double normal_quantile(double p) { return boost::math::quantile(boost::math::normal_distribution<double>(), p); }
-double normal_cdf(double z) { return boost::math::cdf(boost::math::normal_distribution<double>(), z); }
+// Both tails through erfc, so neither is ever 1 minus a number close to 1 (P(Z > 9) = 1.1e-19, not 0).
+double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+double normal_sf(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
 double t_quantile(double p, double dof) {
   return boost::math::quantile(boost::math::students_t_distribution<double>(dof), p);
 }
@@ -267,7 +278,7 @@ MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>
     auto pmf = mann_whitney_pmf(r.n1, r.n2);
     const int64_t u = int64_t(std::llround(r.u));
     r.p_less = pmf_cdf(pmf, u);
-    r.p_greater = 1 - pmf_cdf(pmf, u - 1);
+    r.p_greater = pmf_upper(pmf, u);
     r.p_two_sided = std::min(1.0, 2 * std::min(r.p_less, r.p_greater));
     return r;
   }
@@ -283,7 +294,7 @@ MannWhitney mann_whitney(const std::vector<double>& x, const std::vector<double>
   r.z = (diff - 0.5 * sgn(diff)) / sd;
   r.p_two_sided = std::min(1.0, 2 * normal_cdf(-std::fabs(r.z)));
   r.p_less = normal_cdf((diff + 0.5) / sd);
-  r.p_greater = 1 - normal_cdf((diff - 0.5) / sd);
+  r.p_greater = normal_sf((diff - 0.5) / sd);
   return r;
 }
 
@@ -361,7 +372,7 @@ SignedRank wilcoxon_signed_rank(const std::vector<double>& d) {
     r.exact = true;
     auto pmf = signed_rank_pmf(r.n);
     const int64_t w = int64_t(std::llround(r.w_plus));
-    const double lo = pmf_cdf(pmf, w), hi = 1 - pmf_cdf(pmf, w - 1);
+    const double lo = pmf_cdf(pmf, w), hi = pmf_upper(pmf, w);
     r.p_two_sided = std::min(1.0, 2 * std::min(lo, hi));
     return r;
   }

@@ -42,7 +42,8 @@ std::vector<double> log_ratios(const std::vector<double>& base, const std::vecto
 
 // ---- distributions (Boost.Math) -----------------------------------------------------------------
 double normal_quantile(double p);         // standard normal inverse CDF
-double normal_cdf(double z);
+double normal_cdf(double z);              // P(Z <= z)
+double normal_sf(double z);               // P(Z > z), accurate far into the upper tail
 double t_quantile(double p, double dof);  // Student t inverse CDF
 
 // ---- seeded random numbers: kb::Rng (core/rng.h), the one generator of the project.

@@ -4,7 +4,6 @@
 #include <regex>
 #include <sstream>
 
-#include "backends/elf.h"
 
 namespace kb::cuda {
 
@@ -21,7 +20,10 @@ bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 
 }  // namespace
 
 CubinMetrics read_cubin(const std::string& path, const std::string& kernel) {
-  auto elf = ElfFile::open(path);
+  return cubin_metrics(ElfFile::open(path), kernel);
+}
+
+CubinMetrics cubin_metrics(const ElfFile& elf, const std::string& kernel) {
   CubinMetrics m;
   // ELF symbol index of the kernel: LLVM's symbol list starts after the null symbol 0.
   int64_t sym_index = -1;

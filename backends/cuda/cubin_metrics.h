@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "backends/elf.h"
+
 namespace kb::cuda {
 
 struct CubinMetrics {
@@ -21,6 +23,8 @@ struct CubinMetrics {
 
 // Throws InputError if the file is not a readable ELF.
 CubinMetrics read_cubin(const std::string& path, const std::string& kernel);
+// The same, from an ELF already read (e.g. from bytes).
+CubinMetrics cubin_metrics(const ElfFile& elf, const std::string& kernel);
 
 struct PtxasFigures {
   std::optional<int64_t> registers, stack_frame, spill_stores, spill_loads, smem_bytes;

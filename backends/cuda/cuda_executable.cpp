@@ -275,7 +275,7 @@ class CudaExecutable : public Executable {
   CUdeviceptr dA_ = 0, dB_ = 0, dC_ = 0, dMaps_ = 0, dMapA_ = 0, dMapB_ = 0, l2_ = 0;
   size_t l2_bytes_ = 0;
   unsigned flush_value_ = 0;
-  alignas(64) CUtensorMap maps_[2]{};
+  alignas(128) CUtensorMap maps_[2]{};  // the type asks for 128 bytes (clang refuses less)
   bool tmap_by_value_ = true;
   std::map<int, CUgraphExec> graphs_;
   int device_sm_ = 0;

@@ -3,10 +3,12 @@
 #include <algorithm>
 
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <llvm/BinaryFormat/ELF.h>
 #include <llvm/BinaryFormat/MsgPackDocument.h>
+#include <llvm/BinaryFormat/MsgPackReader.h>
 
 #include "backends/kernel.h"
 #include "core/error.h"
@@ -24,6 +26,38 @@ std::optional<int64_t> as_int(const llvm::msgpack::DocNode& n) {
     case llvm::msgpack::Type::Int: return n.getInt();
     default: return std::nullopt;
   }
+}
+
+// Whether every map key in the first msgpack object of `blob` is a scalar. LLVM's Document orders map
+// keys with a comparison that has no case for array, map or extension keys (undefined behaviour, a
+// crash in practice), so such a note must be refused before it is read into a Document.
+bool map_keys_are_scalars(llvm::StringRef blob) {
+  using llvm::msgpack::Type;
+  struct Open {
+    uint64_t left;  // items still to read (a map's keys and values both count)
+    bool map;
+  };
+  llvm::msgpack::Reader reader(blob);
+  std::vector<Open> stack;
+  do {
+    llvm::msgpack::Object obj;
+    auto got = reader.read(obj);
+    if (!got) {
+      llvm::consumeError(got.takeError());
+      return true;  // truncated: readFromBlob refuses it
+    }
+    if (!*got) return true;
+    if (!stack.empty()) {
+      Open& top = stack.back();
+      const bool is_key = top.map && top.left % 2 == 0;
+      if (is_key && (obj.Kind == Type::Array || obj.Kind == Type::Map || obj.Kind == Type::Extension)) return false;
+      --top.left;
+    }
+    if (obj.Kind == Type::Array || obj.Kind == Type::Map)
+      stack.push_back({uint64_t(obj.Length) * (obj.Kind == Type::Map ? 2 : 1), obj.Kind == Type::Map});
+    while (!stack.empty() && stack.back().left == 0) stack.pop_back();
+  } while (!stack.empty());
+  return true;
 }
 
 }  // namespace
@@ -58,6 +92,8 @@ AmdgpuCodeObject read_amdgpu_code_object(const ElfFile& elf) {
   if (!note) throw InputError(fmt::format("{}: no AMDGPU metadata note (NT_AMDGPU_METADATA)", elf.name()));
 
   msgpack::Document doc;
+  if (!map_keys_are_scalars(StringRef(note->desc.data(), note->desc.size())))
+    throw InputError(fmt::format("{}: the AMDGPU metadata note has a map key that is not a scalar", elf.name()));
   if (!doc.readFromBlob(StringRef(note->desc.data(), note->desc.size()), /*Multi=*/false))
     throw InputError(fmt::format("{}: the AMDGPU metadata note is not valid msgpack", elf.name()));
   if (doc.getRoot().getKind() != msgpack::Type::Map)

@@ -1,5 +1,6 @@
 // kbisect history through the binary: --record (with metadata), --runs, series in table/csv/json with
-// change points marked, and bad input (regex, --compiler-commit, a file that is not a history) -> exit 2.
+// change points marked, and bad input (regex, --compiler-commit, a file that is not a history, a database
+// that does not exist) -> exit 2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,5 +95,18 @@ TEST(HistoryCli, RecordListAndSeriesWithChangePoints) {
   auto notdb = kbisect({"history", "--db", dir + "/text", "--runs"});
   EXPECT_EQ(notdb.exit_code, 2);
   EXPECT_NE(notdb.err.find(dir + "/text"), std::string::npos) << notdb.err;
+  remove_tree(dir);
+}
+
+TEST(HistoryCli, MissingDatabaseIsBadInputAndIsNotCreated) {
+  std::string dir = temp_dir("kbisect-history-cli");
+  std::string db = dir + "/missing.sqlite";
+  for (std::vector<std::string> args : {std::vector<std::string>{"history", "matmul", "--db", db},
+                                        std::vector<std::string>{"history", "--db", db, "--runs"}}) {
+    auto r = kbisect(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(db + ": the history database does not exist"), std::string::npos) << r.err;
+    EXPECT_FALSE(file_exists(db));
+  }
   remove_tree(dir);
 }

@@ -1,0 +1,40 @@
+// The YAML readers that take text: core's loader and field helpers, toolchain files, the upstream config
+// and external-metric mappings. The first byte picks the reader (sweep, bisect and nightly files resolve
+// toolchains by running compilers, so they are not fuzzed here).
+#include <yaml-cpp/yaml.h>
+
+#include "backends/toolchain.h"
+#include "core/text.h"
+#include "fuzz/fuzz_input.h"
+#include "harness/external.h"
+#include "upstream/upstream.h"
+
+namespace {
+
+void read_fields(const std::string& text) {
+  kb::YamlCtx cx{"fuzz.yaml"};
+  YAML::Node root = kb::yaml_load(text, cx.origin);
+  if (!root.IsMap()) return;
+  kb::check_yaml_keys(cx, root, "fuzz", {"name", "value", "list"});
+  for (const auto& kv : root) {
+    (void)cx.at(kv.second);
+    (void)kb::yaml_scalar(cx, kv.second, "name");
+    (void)kb::yaml_number(cx, kv.second, "value");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  std::string text = kb::fuzz::as_text(data + 1, size - 1);
+  kb::fuzz::refused_or_read([&] {
+    switch (data[0] % 4) {
+      case 0: read_fields(text); break;
+      case 1: (void)kb::parse_toolchains(text, "fuzz.yaml", {{"root", "/opt"}}); break;
+      case 2: (void)kb::upstream::parse_config(text, "fuzz.yaml"); break;
+      default: (void)kb::parse_external_metric(text, "fuzz.yaml"); break;
+    }
+  });
+  return 0;
+}
