@@ -43,7 +43,10 @@ const char* how_name(int how) {
   switch (how) {
     case kByPatchId: return "patch-id";
     case kByTrailer: return "cherry-pick trailer";
+    case kByPr: return "PR number";
+    case kByBundle: return "bundle";
     case kByAuthor: return "author, author date and subject";
+    case kByContent: return "content";
     default: return "not integrated";
   }
 }

@@ -109,7 +109,7 @@ void add_diff_dependencies(const Work& w, Report& r, DepBuilder& deps) {
   std::vector<std::string> nonmerge;
   for (size_t i = 0; i < s.up.size(); ++i)
     if (!s.merge[i]) nonmerge.push_back(s.up[i]);
-  std::vector<git::CommitDiff> diffs = w.repo.diffs(nonmerge);
+  std::vector<git::CommitDiff> diffs = w.an.diffs(nonmerge);
   LineTracker tracker(hunk_level, w.cfg.hunk_margin);
   size_t k = 0;
   for (size_t i = 0; i < s.up.size(); ++i) {

@@ -59,7 +59,10 @@ std::string render_table(const Report& r) {
   o += "\n";
   o += fmt::format("  pending commits     {}   of {} upstream commits the fork lacks by ancestry ({} integrated by cherry-pick)\n",
                    m.pending_commits, m.upstream_commits, m.integrated_commits);
+  o += fmt::format("  frontier            {:.2f} days behind the newest integrated commit; {} excluded (won't port / deferred)\n",
+                   m.days_behind_frontier, m.excluded_commits);
   o += fmt::format("  dependencies        {} level\n", r.dependency_level);
+  for (const auto& w : r.warnings) o += "  warning: " + w + "\n";
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
   o += "\n";
   if (r.plan.empty()) {
