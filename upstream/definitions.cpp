@@ -59,6 +59,7 @@ std::vector<std::string> commit_reasons(const Report& r, size_t k) {
     out.push_back(fmt::format("depends on {}: {}", short_sha(r.pending[d.on].commit.sha), join(d.reasons, "; ")));
   for (const auto& x : p.risks) out.push_back(x);
   for (const auto& x : p.notes) out.push_back(x);
+  if (p.step != 0 && r.plan[p.step - 1].kind == "skip") out.push_back(r.plan[p.step - 1].reasons.front());
   if (out.empty()) {
     if (r.plan.empty() || p.step == 0 || r.plan[p.step - 1].kind == "bundle")
       out.push_back("independent, low-risk");

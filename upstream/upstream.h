@@ -126,6 +126,7 @@ struct PendingCommit {
   std::vector<std::string> risks;   // why it is risky (paths, fork collisions, size)
   std::vector<std::string> notes;   // e.g. "reverts 1234abcd, which the fork already has"
   size_t step = 0;                  // 1-based plan step
+  std::string reverts, relands;     // the upstream commit this one reverts / relands (full sha)
 };
 
 struct Metrics {
@@ -146,7 +147,7 @@ struct Metrics {
 };
 
 struct PlanStep {
-  std::string kind;             // "bundle" or "chain"
+  std::string kind;             // "bundle", "chain" or "skip" (a pair that nets to nothing)
   bool risky = false;           // any commit carries a risk reason
   std::vector<size_t> commits;  // indexes into Report::pending, upstream order
   std::vector<std::string> reasons;

@@ -188,3 +188,30 @@ TEST(UpstreamPicks, PresetsAndNumberSpaceAreConfigurable) {
   EXPECT_EQ(f.metrics.integrated_commits, 2);
   EXPECT_EQ(upstream::to_json(r)["integrated"][1]["weak"], true);
 }
+
+TEST(UpstreamPicks, GitHubRevertAndRelandOfAPickNetToNothing) {
+  git::Repo repo(pair().repo.path());
+  auto r = upstream::analyze(repo, "fork", "up", pair_config());
+  ASSERT_EQ(r.pending.size(), 4u);
+  const auto& rev = r.pending[2];
+  const auto& rel = r.pending[3];
+  EXPECT_EQ(rev.commit.sha, S("U10"));
+  EXPECT_EQ(rev.reverts, S("U2"));   // by the subject and by "Reverts owner/up#102"
+  EXPECT_EQ(rel.relands, S("U2"));
+  ASSERT_EQ(rel.depends_on.size(), 1u);
+  EXPECT_EQ(rel.depends_on[0].on, 2u);
+  EXPECT_EQ(rel.depends_on[0].reasons,
+            (std::vector<std::string>{"touches lines it changed in two.c:3", "relands after it (this reverted the original)"}));
+  ASSERT_EQ(rev.notes.size(), 1u);
+  EXPECT_EQ(rev.notes[0], "reverts " + S("U2").substr(0, 12) + ", which the fork already has (by bundle as " +
+                              S("B").substr(0, 12) + ")");
+  // Plan: U3 and U9 bundle; U10+U11 skip both.
+  ASSERT_EQ(r.plan.size(), 2u);
+  EXPECT_EQ(r.plan[0].kind, "bundle");
+  EXPECT_EQ(r.plan[0].commits, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(r.plan[1].kind, "skip");
+  EXPECT_EQ(r.plan[1].commits, (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(r.plan[1].reasons,
+            std::vector<std::string>{"revert and reland of " + S("U2").substr(0, 12) +
+                                     " (already in the fork) net to nothing: skip both"});
+}
