@@ -68,10 +68,16 @@ class LineTracker {
         long lo = h.old_count > 0 ? h.old_start - 1 : h.old_start;
         long hi = h.old_count > 0 ? h.old_start - 1 + h.old_count : h.old_start;
         long a = std::max<long>(0, lo - margin_), b = std::min<long>(long(own.size()), hi + margin_);
-        for (long k = a; k < b; ++k)
-          if (own[size_t(k)] >= 0 && own[size_t(k)] != pending)
-            deps.add(size_t(pending), size_t(own[size_t(k)]),
-                     fmt::format("touches lines it changed in {}:{}", f.path, k + 1));
+        // One reason per run of lines with the same owner: "f:3" or "f:3-7".
+        for (long k = a; k < b;) {
+          long o = own[size_t(k)], e = k + 1;
+          while (e < b && own[size_t(e)] == o) ++e;
+          if (o >= 0 && o != pending)
+            deps.add(size_t(pending), size_t(o),
+                     e - k == 1 ? fmt::format("touches lines it changed in {}:{}", f.path, k + 1)
+                                : fmt::format("touches lines it changed in {}:{}-{}", f.path, k + 1, e));
+          k = e;
+        }
       }
     }
     // Then apply bottom-up so earlier positions stay valid.

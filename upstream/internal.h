@@ -101,6 +101,11 @@ void assess_risks(const Config& cfg, const std::map<std::string, std::string>& f
 void build_plan(const Config& cfg, Report& r);
 Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std::string& upstream_ref);
 
+// Per-commit detail in the text and HTML reports is capped (JSON stays complete): rows per plan step
+// and characters of the reasons cell.
+constexpr size_t kDetailRowsPerStep = 40;
+constexpr size_t kReasonChars = 240;
+
 // One list of reasons per pending commit, for tables (upstream/definitions.cpp).
 std::vector<std::string> commit_reasons(const Report& r, size_t k);
 
