@@ -49,7 +49,7 @@ int run_upstream(const UpstreamArgs& a) {
   for (const auto& [fmt_name, file] : wanted) {
     std::string text;
     if (fmt_name == "table") text = upstream::render_table(report);
-    else if (fmt_name == "json") text = upstream::to_json(report).dump(2) + "\n";
+    else if (fmt_name == "json") text = upstream::to_json(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     else if (fmt_name == "md") text = upstream::render_markdown(report);
     else text = upstream::render_html(report);
     if (a.out_dir.empty()) {

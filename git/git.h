@@ -81,6 +81,21 @@ struct RevListOptions {
   int64_t since = -1;         // --max-age: only commits whose committer date is >= since (epoch s)
 };
 
+// A commit git could not read: the paths whose blobs are unreadable (all its paths when none could
+// be told apart) and git's message.
+struct UnreadableCommit {
+  std::string sha;
+  std::vector<std::string> paths;
+  std::string error;
+};
+
+// Result of Repo::trial_pick: the merged tree, and the conflicted paths when it did not apply cleanly.
+struct TrialPick {
+  bool clean = false;
+  std::string tree;
+  std::vector<std::string> conflicts;
+};
+
 class Repo {
  public:
   // `dir` is a work tree or a bare repository (or a subdirectory of one). Throws InputError when it
@@ -133,6 +148,21 @@ class Repo {
   std::optional<std::string> patch_id(const std::string& rev) const;
   // Patch ids for many commits (batched); commits without one are absent from the map.
   std::map<std::string, std::string> patch_ids(const std::vector<std::string>& shas) const;
+  // --- reads that degrade per commit (git/tolerant_reads.cpp) ------------------------------------
+  // Like diffs() / patch_ids(), but a commit git cannot read (an unreadable or missing blob) does not
+  // fail the call: it gets an empty diff / no patch id and an entry in `bad` naming it and its paths.
+  std::vector<CommitDiff> diffs_tolerant(const std::vector<std::string>& shas,
+                                         std::vector<UnreadableCommit>& bad) const;
+  std::map<std::string, std::string> patch_ids_tolerant(const std::vector<std::string>& shas,
+                                                        std::vector<UnreadableCommit>& bad) const;
+  // The lines each commit adds (its zero-context diff's '+' lines, without the '+'), keyed by sha.
+  std::map<std::string, std::vector<std::string>> added_lines(const std::vector<std::string>& shas,
+                                                              std::vector<UnreadableCommit>& bad) const;
+  // Applies `commit`'s change (against its first parent) to the tree of `onto` (a commit or tree) as a
+  // cherry-pick would, without touching refs, index or work tree: `git merge-tree --write-tree` on
+  // parentless helper commits whose merge base is commit^.
+  TrialPick trial_pick(const std::string& onto, const std::string& commit) const;
+
   // The bytes of PATH at REV (`git cat-file blob REV:PATH`). InputError when it does not exist.
   std::string show_file(const std::string& rev, const std::string& path) const;
 

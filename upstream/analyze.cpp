@@ -21,7 +21,10 @@ void list_commits(Work& w, Report& r) {
     if (s.merge[i]) continue;
     const auto& c = w.an.info(s.up[i]);
     if (w.integ[i]) {
-      r.integrated.push_back({to_ref(c), how_name(s.how[i]), s.carrier[i]});
+      r.integrated.push_back({to_ref(c), how_name(s.how[i]), s.carrier[i], s.evidence[i], s.how[i] == kByContent});
+    } else if (s.skip[i] != 0) {
+      const auto& e = w.cfg.skip[size_t(s.skip[i] - 1)];
+      r.excluded.push_back({to_ref(c), e.kind, e.reason, s.skip_rule[i]});
     } else {
       w.pending_of[i] = long(r.pending.size());
       w.range_of.push_back(i);
@@ -57,7 +60,7 @@ std::map<std::string, std::string> fork_changed_files(const Work& w, Report& r) 
   std::vector<std::string> local;
   for (size_t j = 0; j < w.s.fork.size(); ++j)
     if (!w.s.fork_is_pick[j]) local.push_back(w.s.fork[j]);
-  for (const auto& d : w.repo.diffs(local))
+  for (const auto& d : w.an.diffs(local))
     for (const auto& f : d.files) fork_files.emplace(f.path, d.sha);
   for (const auto& [path, sha] : fork_files) r.fork_changed_files.push_back(path);
   return fork_files;
@@ -79,7 +82,7 @@ void add_history(Work& w, const std::string& fork_ref, const std::string& upstre
     auto f = w.repo.rev_list({w.fork_sha}, o);
     auto u = w.repo.rev_list({w.up_sha}, o);
     if (f.empty() || u.empty() || w.repo.merge_bases(f[0], u[0]).empty()) continue;
-    State hs = w.an.state(f[0], u[0], fork_ref, upstream_ref, w.cfg.match_by_author);
+    State hs = w.an.state(f[0], u[0], fork_ref, upstream_ref, w.cfg);
     r.history.push_back({t, f[0], u[0], w.an.metrics(hs, integrated_flags(hs))});
   }
 }
@@ -95,7 +98,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
   r.upstream_ref = upstream_ref;
   r.config = cfg;
   Work w{an, repo, cfg, repo.resolve(fork_ref, "fork ref"), repo.resolve(upstream_ref, "upstream ref"), {}, {}, {}, {}};
-  w.s = an.state(w.fork_sha, w.up_sha, fork_ref, upstream_ref, cfg.match_by_author);
+  w.s = an.state(w.fork_sha, w.up_sha, fork_ref, upstream_ref, cfg);
   r.fork_head = to_ref(an.info(w.fork_sha));
   r.merge_base = to_ref(an.info(w.s.base_sha));
   w.integ = integrated_flags(w.s);
@@ -115,6 +118,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
   build_plan(cfg, r);
   if (!opt.emergency.empty()) r.emergency = plan_emergency(w, r, opt, upstream_ref);
   if (opt.history) add_history(w, fork_ref, upstream_ref, r);
+  r.warnings = an.warnings();
   return r;
 }
 

@@ -1,4 +1,8 @@
 // The upstream config file (YAML): fields, defaults and errors that name file:line:column.
+#include <algorithm>
+#include <functional>
+#include <regex>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -42,6 +46,110 @@ struct YamlCx {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string> string_list(const YamlCx& cx, const YAML::Node& v, const std::string& field, bool regex) {
+  if (!v.IsSequence()) cx.fail(v, fmt::format("field '{}': expected a list of strings", field));
+  std::vector<std::string> out;
+  for (const auto& g : v) {
+    if (!g.IsScalar() || g.Scalar().empty()) cx.fail(g, fmt::format("field '{}': each entry must be a non-empty string", field));
+    if (regex) {
+      try {
+        std::regex re(g.Scalar());
+      } catch (const std::regex_error& e) {
+        cx.fail(g, fmt::format("field '{}': bad regular expression '{}': {}", field, g.Scalar(), e.what()));
+      }
+    }
+    out.push_back(g.Scalar());
+  }
+  return out;
+}
+
+Config::Skip skip_entry(const YamlCx& cx, const YAML::Node& e) {
+  if (!e.IsMap()) cx.fail(e, "field 'skip': each entry must be a mapping with sha, pr or subject, and reason");
+  Config::Skip k;
+  k.kind = "won't port";
+  for (const auto& kv : e) {
+    const std::string key = kv.first.Scalar();
+    if (key == "sha") k.sha = cx.scalar_text(kv.second);
+    else if (key == "pr") k.pr = cx.get_int(kv.second, "skip.pr", 1);
+    else if (key == "subject") k.subject = cx.scalar_text(kv.second);
+    else if (key == "reason") k.reason = cx.scalar_text(kv.second);
+    else if (key == "kind") {
+      k.kind = cx.scalar_text(kv.second);
+      if (k.kind != "won't port" && k.kind != "deferred")
+        cx.fail(kv.second, fmt::format("field 'skip.kind': expected \"won't port\" or 'deferred', got '{}'", k.kind));
+    } else {
+      cx.fail(kv.first, fmt::format("field 'skip': unknown key '{}' (known: sha, pr, subject, reason, kind)", key));
+    }
+  }
+  if (k.sha.empty() && k.pr == 0 && k.subject.empty()) cx.fail(e, "field 'skip': an entry needs sha, pr or subject");
+  return k;
+}
+
+using Setter = std::function<void(const YamlCx&, const YAML::Node&, Config&)>;
+
+const std::vector<std::pair<std::string, Setter>>& setters() {
+  static const std::vector<std::pair<std::string, Setter>> s = {
+      {"risky_paths", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         if (!v.IsSequence()) cx.fail(v, "field 'risky_paths': expected a list of path globs");
+         c.risky_paths.clear();
+         for (const auto& g : v) {
+           if (!g.IsScalar() || g.Scalar().empty()) cx.fail(g, "field 'risky_paths': each entry must be a non-empty glob string");
+           c.risky_paths.push_back(g.Scalar());
+         }
+       }},
+      {"bundle_max_commits", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.bundle_max_commits = cx.get_int(v, "bundle_max_commits", 1); }},
+      {"dependency", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         std::string s = cx.scalar_text(v);
+         if (s == "hunk") c.dependency = Config::Level::Hunk;
+         else if (s == "file") c.dependency = Config::Level::File;
+         else cx.fail(v, fmt::format("field 'dependency': expected 'hunk' or 'file', got '{}'", s));
+       }},
+      {"hunk_margin", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.hunk_margin = cx.get_int(v, "hunk_margin", 0); }},
+      {"fork_changes_risky", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.fork_changes_risky = cx.get_bool(v, "fork_changes_risky"); }},
+      {"large_commit_lines", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.large_commit_lines = cx.get_int(v, "large_commit_lines", 0); }},
+      {"history_weeks", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.history_weeks = cx.get_int(v, "history_weeks", 1); }},
+      {"match_by_author", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.match_by_author = cx.get_bool(v, "match_by_author"); }},
+      {"pick_presets", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         c.pick_presets = string_list(cx, v, "pick_presets", false);
+         for (size_t i = 0; i < c.pick_presets.size(); ++i)
+           if (c.pick_presets[i] != "git-x" && c.pick_presets[i] != "github-squash" && c.pick_presets[i] != "bundle")
+             cx.fail(v[i], fmt::format("field 'pick_presets': unknown preset '{}' (known: git-x, github-squash, bundle)", c.pick_presets[i]));
+       }},
+      {"pick_trailers", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.pick_trailers = string_list(cx, v, "pick_trailers", true); }},
+      {"upstream_pr_range", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         if (!v.IsSequence() || v.size() != 2) cx.fail(v, "field 'upstream_pr_range': expected [min, max] (0: open end)");
+         c.upstream_pr_min = cx.get_int(v[0], "upstream_pr_range", 0);
+         c.upstream_pr_max = cx.get_int(v[1], "upstream_pr_range", 0);
+       }},
+      {"upstream_pr_repo", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.upstream_pr_repo = cx.scalar_text(v); }},
+      {"bundle_pick_headings", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.bundle_pick_headings = string_list(cx, v, "bundle_pick_headings", false); }},
+      {"bundle_skip_headings", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.bundle_skip_headings = string_list(cx, v, "bundle_skip_headings", false); }},
+      {"content_threshold", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         double d = -1;
+         try {
+           d = v.as<double>();
+         } catch (const YAML::Exception&) {
+         }
+         if (!(d >= 0 && d <= 1)) cx.fail(v, fmt::format("field 'content_threshold': expected a number in [0, 1], got '{}'", cx.scalar_text(v)));
+         c.content_threshold = d;
+       }},
+      {"content_min_lines", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.content_min_lines = cx.get_int(v, "content_min_lines", 1); }},
+      {"skip", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         if (!v.IsSequence()) cx.fail(v, "field 'skip': expected a list of {sha|pr|subject, reason}");
+         for (const auto& e : v) c.skip.push_back(skip_entry(cx, e));
+       }},
+  };
+  return s;
+}
+
+}  // namespace
+
+bool Config::preset(const std::string& name) const {
+  return std::find(pick_presets.begin(), pick_presets.end(), name) != pick_presets.end();
+}
+
 Config parse_config(const std::string& yaml_text, const std::string& origin) {
   YamlCx cx{origin};
   const YAML::Node root = yaml_load(yaml_text, origin);
@@ -49,40 +157,14 @@ Config parse_config(const std::string& yaml_text, const std::string& origin) {
   c.source = origin;
   if (!root || root.IsNull()) return c;
   if (!root.IsMap()) cx.fail(root, "an upstream config must be a mapping (risky_paths, bundle_max_commits, ...)");
-  static const std::vector<std::string> known = {"risky_paths",        "bundle_max_commits", "dependency",
-                                                 "hunk_margin",        "fork_changes_risky", "large_commit_lines",
-                                                 "history_weeks",      "match_by_author"};
+  std::vector<std::string> known;
+  for (const auto& [name, set] : setters()) known.push_back(name);
   for (const auto& kv : root) {
     const std::string key = kv.first.Scalar();
-    const YAML::Node& v = kv.second;
-    if (key == "risky_paths") {
-      if (!v.IsSequence()) cx.fail(v, "field 'risky_paths': expected a list of path globs");
-      c.risky_paths.clear();
-      for (const auto& g : v) {
-        if (!g.IsScalar() || g.Scalar().empty())
-          cx.fail(g, "field 'risky_paths': each entry must be a non-empty glob string");
-        c.risky_paths.push_back(g.Scalar());
-      }
-    } else if (key == "bundle_max_commits") {
-      c.bundle_max_commits = cx.get_int(v, key, 1);
-    } else if (key == "dependency") {
-      std::string s = cx.scalar_text(v);
-      if (s == "hunk") c.dependency = Config::Level::Hunk;
-      else if (s == "file") c.dependency = Config::Level::File;
-      else cx.fail(v, fmt::format("field 'dependency': expected 'hunk' or 'file', got '{}'", s));
-    } else if (key == "hunk_margin") {
-      c.hunk_margin = cx.get_int(v, key, 0);
-    } else if (key == "fork_changes_risky") {
-      c.fork_changes_risky = cx.get_bool(v, key);
-    } else if (key == "match_by_author") {
-      c.match_by_author = cx.get_bool(v, key);
-    } else if (key == "large_commit_lines") {
-      c.large_commit_lines = cx.get_int(v, key, 0);
-    } else if (key == "history_weeks") {
-      c.history_weeks = cx.get_int(v, key, 1);
-    } else {
+    auto it = std::find_if(setters().begin(), setters().end(), [&](const auto& s) { return s.first == key; });
+    if (it == setters().end())
       cx.fail(kv.first, fmt::format("unknown field '{}' (known: {})", key, detail::join(known, ", ")));
-    }
+    it->second(cx, kv.second, c);
   }
   return c;
 }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "upstream/internal.h"
+#include "upstream/pr_refs.h"
 
 namespace kb::upstream::detail {
 
@@ -67,10 +68,16 @@ class LineTracker {
         long lo = h.old_count > 0 ? h.old_start - 1 : h.old_start;
         long hi = h.old_count > 0 ? h.old_start - 1 + h.old_count : h.old_start;
         long a = std::max<long>(0, lo - margin_), b = std::min<long>(long(own.size()), hi + margin_);
-        for (long k = a; k < b; ++k)
-          if (own[size_t(k)] >= 0 && own[size_t(k)] != pending)
-            deps.add(size_t(pending), size_t(own[size_t(k)]),
-                     fmt::format("touches lines it changed in {}:{}", f.path, k + 1));
+        // One reason per run of lines with the same owner: "f:3" or "f:3-7".
+        for (long k = a; k < b;) {
+          long o = own[size_t(k)], e = k + 1;
+          while (e < b && own[size_t(e)] == o) ++e;
+          if (o >= 0 && o != pending)
+            deps.add(size_t(pending), size_t(o),
+                     e - k == 1 ? fmt::format("touches lines it changed in {}:{}", f.path, k + 1)
+                                : fmt::format("touches lines it changed in {}:{}-{}", f.path, k + 1, e));
+          k = e;
+        }
       }
     }
     // Then apply bottom-up so earlier positions stay valid.
@@ -109,7 +116,7 @@ void add_diff_dependencies(const Work& w, Report& r, DepBuilder& deps) {
   std::vector<std::string> nonmerge;
   for (size_t i = 0; i < s.up.size(); ++i)
     if (!s.merge[i]) nonmerge.push_back(s.up[i]);
-  std::vector<git::CommitDiff> diffs = w.repo.diffs(nonmerge);
+  std::vector<git::CommitDiff> diffs = w.an.diffs(nonmerge);
   LineTracker tracker(hunk_level, w.cfg.hunk_margin);
   size_t k = 0;
   for (size_t i = 0; i < s.up.size(); ++i) {
@@ -185,6 +192,7 @@ class MessageRefs {
       explicit_shas.insert(named);
       long j = find_by_prefix(i, named);
       if (j >= 0) {
+        record(pi, j, &PendingCommit::reverts);
         ref(pi, j, "reverts", "\"This reverts commit " + short_sha(named) + "\"");
       } else if (auto full = w_.repo.try_resolve(named); full && w_.repo.is_ancestor(*full, w_.fork_sha)) {
         r_.pending[pi].notes.push_back(fmt::format("reverts {}, which is in the fork's history", short_sha(*full)));
@@ -192,21 +200,42 @@ class MessageRefs {
     }
     return explicit_shas;
   }
-  // Revert "...", Reland ..., fixup!/squash!/amend! ...
+  long find_by_pr(size_t before, int pr) {
+    for (size_t j = before; j-- > 0;)
+      if (!s_.merge[j] && upstream_pr(w_.cfg, w_.an.info(s_.up[j]).subject) == pr) return long(j);
+    return -1;
+  }
+  void record(size_t pi, long j, std::string PendingCommit::*field) {
+    if (j >= 0 && (r_.pending[pi].*field).empty()) r_.pending[pi].*field = s_.up[size_t(j)];
+  }
+  // Revert "..." [(#N)] and GitHub's "Reverts owner/name#N", Reland ..., fixup!/squash!/amend! ...
   void scan_subject(size_t pi, size_t i, const std::string& subject) {
-    static const std::regex revert_subj_re(R"re(^Revert "(.*)"$)re");
-    static const std::regex reland_re(R"re(^(?:Reland|Re-land|Recommit|\[Reland\])(?::| )\s*(?:"(.*)"|(.*))$)re",
-                                      std::regex::icase);
+    static const std::regex revert_subj_re(R"re(^Revert "(.*)"(?: \(#\d+\))?$)re");
+    static const std::regex reland_re(
+        R"re(^(?:Reland|Re-land|Recommit|\[Reland\])(?::| )\s*(?:"(.*)"(?: \(#\d+\))?|(.*))$)re", std::regex::icase);
     static const std::regex fixup_re(R"(^(fixup|squash|amend)! (.*)$)");
     static const std::regex hex_re("[0-9a-f]{7,40}");
     std::smatch m;
     if (std::regex_match(subject, m, revert_subj_re)) {
       std::string inner = m[1].str();
-      ref(pi, find_by_subject(i, inner), "reverts", "Revert " + quote_subject(inner));
+      long j = find_by_subject(i, inner);
+      if (auto pr = upstream_pr(w_.cfg, inner); j < 0 && pr) j = find_by_pr(i, *pr);
+      record(pi, j, &PendingCommit::reverts);
+      ref(pi, j, "reverts", "Revert " + quote_subject(inner));
     } else if (std::regex_match(subject, m, reland_re)) {
       std::string inner = m[1].matched ? m[1].str() : m[2].str();
-      ref(pi, find_by_subject(i, inner), "relands", "Reland " + quote_subject(inner));
+      long j = find_by_subject(i, inner);
+      if (auto pr = upstream_pr(w_.cfg, inner); j < 0 && pr) j = find_by_pr(i, *pr);
+      record(pi, j, &PendingCommit::relands);
+      ref(pi, j, "relands", "Reland " + quote_subject(inner));
       ref(pi, find_by_subject(i, "Revert " + quote_subject(inner)), "relands after", "this reverted the original");
+      for (size_t k = 0; j >= 0 && k < pi; ++k)  // a revert found by PR number or sha
+        if (r_.pending[k].reverts == s_.up[size_t(j)]) ref(pi, long(w_.range_of[k]), "relands after", "this reverted the original");
+    }
+    for (int pr : revert_targets(w_.cfg, w_.an.info(s_.up[i]).message)) {
+      long j = find_by_pr(i, pr);
+      record(pi, j, &PendingCommit::reverts);
+      ref(pi, j, "reverts", fmt::format("\"Reverts #{}\"", pr));
     }
     if (std::regex_match(subject, m, fixup_re)) {
       std::string kind = m[1].str(), target = m[2].str();

@@ -18,7 +18,7 @@ std::string quote_subject(const std::string& s);  // "\"s\""
 CommitRef to_ref(const git::CommitInfo& c);
 
 // How an upstream commit reached the fork.
-enum How { kNotIntegrated = 0, kByPatchId = 1, kByTrailer = 2, kByAuthor = 3 };
+enum How { kNotIntegrated = 0, kByPatchId, kByTrailer, kByPr, kByBundle, kByAuthor, kByContent };
 const char* how_name(int how);
 
 // Integration state of one (fork, upstream) pair.
@@ -28,14 +28,17 @@ struct State {
   std::vector<std::vector<size_t>> parents;  // in-range parents
   std::vector<bool> merge;
   std::vector<int> how;
-  std::vector<std::string> carrier;  // fork commit carrying an integrated upstream commit
+  std::vector<std::string> carrier;   // fork commit carrying an integrated upstream commit
+  std::vector<std::string> evidence;  // what matched (trailer, PR number, share of lines)
+  std::vector<int> skip;              // index into Config::skip + 1 for an excluded commit, else 0
+  std::vector<std::string> skip_rule;  // which field of the skip entry matched
   std::vector<std::string> fork;     // F ^U non-merges, oldest first
   std::vector<bool> fork_is_pick;
 };
 std::vector<bool> integrated_flags(const State& s);
 
-// Reads commits and patch ids once (cached) and computes integration states and metrics
-// (upstream/integration.cpp).
+// Reads commits, patch ids and added lines once (cached) and computes integration states and
+// metrics (upstream/integration.cpp). Commits git cannot read degrade to warnings.
 class Analyzer {
  public:
   explicit Analyzer(const git::Repo& repo) : repo_(repo) {}
@@ -44,18 +47,27 @@ class Analyzer {
   const git::CommitInfo& info(const std::string& sha);
   void load_patch_ids(const std::vector<std::string>& shas);
   const std::optional<std::string>& pid(const std::string& sha) { return pids_.at(sha); }
+  void load_added(const std::vector<std::string>& shas);
+  const std::vector<std::string>& added(const std::string& sha) { return added_.at(sha); }
+  std::vector<git::CommitDiff> diffs(const std::vector<std::string>& shas);
   State state(const std::string& fork_sha, const std::string& upstream_sha, const std::string& fork_name,
-              const std::string& upstream_name, bool match_by_author);
+              const std::string& upstream_name, const Config& cfg);
   Metrics metrics(const State& s, const std::vector<bool>& integ);
+  // One line per degraded commit: "commit <sha> (<subject>): cannot read <paths>: <git's message>".
+  std::vector<std::string> warnings();
 
  private:
   void load_ranges(State& s, const std::string& fork_name, const std::string& upstream_name);
-  void match_integrated(State& s, bool match_by_author);
   const git::Repo& repo_;
   std::unordered_map<std::string, git::CommitInfo> infos_;
   std::unordered_map<std::string, std::optional<std::string>> pids_;
+  std::unordered_map<std::string, std::vector<std::string>> added_;
+  std::vector<git::UnreadableCommit> bad_;
 };
 
+// upstream/picks.cpp: which upstream commits the fork carries (fills how, carrier, evidence,
+// fork_is_pick) and which the config excludes (skip).
+void match_picks(Analyzer& an, State& s, const Config& cfg);
 // One analysis in progress: the state of the head pair and where each pending commit sits.
 struct Work {
   Analyzer& an;
@@ -88,6 +100,11 @@ void add_message_dependencies(Work& w, Report& r, DepBuilder& deps);
 void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r);
 void build_plan(const Config& cfg, Report& r);
 Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std::string& upstream_ref);
+
+// Per-commit detail in the text and HTML reports is capped (JSON stays complete): rows per plan step
+// and characters of the reasons cell.
+constexpr size_t kDetailRowsPerStep = 40;
+constexpr size_t kReasonChars = 240;
 
 // One list of reasons per pending commit, for tables (upstream/definitions.cpp).
 std::vector<std::string> commit_reasons(const Report& r, size_t k);

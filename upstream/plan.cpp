@@ -31,6 +31,17 @@ std::string listed(const std::vector<std::string>& v) {
   return s;
 }
 
+// Two pending commits linked only to each other that cancel out: a commit and its revert, or the
+// revert and the reland of a commit the fork already has.
+bool nets_to_nothing(const Report& r, const std::vector<size_t>& members) {
+  if (members.size() != 2) return false;
+  const auto& a = r.pending[members[0]];
+  const auto& b = r.pending[members[1]];
+  if (b.reverts == a.commit.sha) return true;
+  if (a.reverts.empty() || a.reverts != b.relands) return false;
+  return std::none_of(r.pending.begin(), r.pending.end(), [&](const auto& p) { return p.commit.sha == a.reverts; });
+}
+
 }  // namespace
 
 void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r) {
@@ -59,9 +70,13 @@ void build_plan(const Config& cfg, Report& r) {
     for (const auto& d : r.pending[pi].depends_on) uf.unite(pi, d.on);
   std::map<size_t, std::vector<size_t>> comps;  // root -> members in order
   for (size_t pi = 0; pi < r.pending.size(); ++pi) comps[uf.find(pi)].push_back(pi);
-  std::vector<std::vector<size_t>> chains;
+  std::vector<std::vector<size_t>> chains, skips;
   std::vector<size_t> independent;
   for (auto& [root, members] : comps) {
+    if (nets_to_nothing(r, members)) {
+      skips.push_back(members);
+      continue;
+    }
     bool risky = std::any_of(members.begin(), members.end(), [&](size_t k) { return !r.pending[k].risks.empty(); });
     if (members.size() == 1 && !risky) independent.push_back(members[0]);
     else chains.push_back(members);
@@ -92,6 +107,17 @@ void build_plan(const Config& cfg, Report& r) {
         st.reasons.push_back(fmt::format("{}: {}", short_sha(r.pending[k].commit.sha), risk));
       }
     if (members.size() == 1) st.reasons.insert(st.reasons.begin(), "single commit with risks: ingest alone");
+    r.plan.push_back(std::move(st));
+  }
+  for (const auto& members : skips) {
+    const auto& a = r.pending[members[0]];
+    PlanStep st;
+    st.kind = "skip";
+    st.commits = members;
+    st.reasons.push_back(a.reverts.empty() || a.reverts == r.pending[members[1]].commit.sha
+                             ? fmt::format("{} and its revert net to nothing: skip both", short_sha(a.commit.sha))
+                             : fmt::format("revert and reland of {} (already in the fork) net to nothing: skip both",
+                                           short_sha(a.reverts)));
     r.plan.push_back(std::move(st));
   }
   for (size_t step = 0; step < r.plan.size(); ++step)

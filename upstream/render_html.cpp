@@ -1,10 +1,13 @@
 // The HTML form of an upstream report: headline numbers, the weekly history plot and table, the
 // ingestion plan and the emergency pick.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/text.h"
 #include "report/html.h"
 #include "report/svg.h"
+#include "report/table.h"
 #include "upstream/internal.h"
 
 namespace kb::upstream {
@@ -22,6 +25,7 @@ std::string history_svg(const std::vector<HistoryRow>& rows) {
   p.y.label = "days behind";
   p.y2.label = "backlog commits";
   auto days = report::svg::series("days behind", "#1f5fa8");
+  auto frontier = report::svg::series("days behind the frontier", "#4a9a3a");
   auto backlog = report::svg::series("backlog commits", "#b04a00");
   backlog.dashed = backlog.right_axis = true;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -29,11 +33,14 @@ std::string history_svg(const std::vector<HistoryRow>& rows) {
     std::string when = format_time(h.as_of);
     days.points.push_back({double(i), h.metrics.days_behind});
     days.titles.push_back(fmt::format("{}: {:.2f} days behind", when, h.metrics.days_behind));
+    frontier.points.push_back({double(i), h.metrics.days_behind_frontier});
+    frontier.titles.push_back(fmt::format("{}: {:.2f} days behind the newest integrated commit", when,
+                                          h.metrics.days_behind_frontier));
     backlog.points.push_back({double(i), double(h.metrics.backlog_commits)});
     backlog.titles.push_back(fmt::format("{}: backlog {}", when, h.metrics.backlog_commits));
     p.x_labels.push_back({double(i), when.substr(0, 10)});
   }
-  p.series = {days, backlog};
+  p.series = {days, frontier, backlog};
   return report::svg::render(p);
 }
 
@@ -72,18 +79,21 @@ std::string render_html(const Report& r) {
   o += "<table><tr><th>step</th><th>kind</th><th>commit</th><th>date</th><th>subject</th><th>reasons</th></tr>\n";
   for (size_t i = 0; i < r.plan.size(); ++i) {
     const auto& st = r.plan[i];
-    bool first = true;
-    for (size_t k : st.commits) {
-      const auto& p = r.pending[k];
+    size_t shown = std::min(st.commits.size(), kDetailRowsPerStep);
+    size_t rows = shown + (shown < st.commits.size() ? 1 : 0);
+    for (size_t n = 0; n < shown; ++n) {
+      const auto& p = r.pending[st.commits[n]];
       o += fmt::format("<tr class=\"{}\">", st.kind == "bundle" ? "bundle" : (st.risky ? "risky" : ""));
-      if (first)
-        o += fmt::format("<td rowspan=\"{}\">{}</td><td rowspan=\"{}\">{}{}</td>", st.commits.size(), i + 1,
-                         st.commits.size(), st.kind, st.risky ? " (risky)" : "");
+      if (n == 0)
+        o += fmt::format("<td rowspan=\"{}\">{}</td><td rowspan=\"{}\">{}{}</td>", rows, i + 1, rows, st.kind,
+                         st.risky ? " (risky)" : "");
       o += fmt::format("<td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>\n", short_sha(p.commit.sha),
                        format_time(p.commit.commit_time).substr(0, 10), html_escape(p.commit.subject),
-                       html_escape(join(commit_reasons(r, k), "; ")));
-      first = false;
+                       html_escape(report::truncate_text(join(commit_reasons(r, st.commits[n]), "; "), kReasonChars)));
     }
+    if (shown < st.commits.size())
+      o += fmt::format("<tr><td colspan=\"4\">... and {} more (complete in the JSON)</td></tr>\n",
+                       st.commits.size() - shown);
   }
   o += "</table>\n";
   if (r.emergency) {

@@ -26,8 +26,44 @@ nlohmann::json metrics_json(const Metrics& m) {
                       {"upstream_commits", m.upstream_commits},
                       {"integrated_commits", m.integrated_commits},
                       {"pending_commits", m.pending_commits},
-                      {"backlog_commits", m.backlog_commits}};
+                      {"backlog_commits", m.backlog_commits},
+                      {"excluded_commits", m.excluded_commits},
+                      {"days_behind_frontier", m.days_behind_frontier},
+                      {"seconds_behind_frontier", m.seconds_behind_frontier}};
   return j;
+}
+
+nlohmann::json config_json(const Config& c) {
+  return {{"source", c.source},
+                 {"risky_paths", c.risky_paths},
+                 {"bundle_max_commits", c.bundle_max_commits},
+                 {"dependency", c.dependency == Config::Level::Hunk ? "hunk" : "file"},
+                 {"hunk_margin", c.hunk_margin},
+                 {"fork_changes_risky", c.fork_changes_risky},
+                 {"large_commit_lines", c.large_commit_lines},
+                 {"history_weeks", c.history_weeks},
+                 {"match_by_author", c.match_by_author},
+                 {"pick_presets", c.pick_presets},
+                 {"pick_trailers", c.pick_trailers},
+                 {"upstream_pr_range", {c.upstream_pr_min, c.upstream_pr_max}},
+                 {"upstream_pr_repo", c.upstream_pr_repo},
+                 {"content_threshold", c.content_threshold},
+                 {"content_min_lines", c.content_min_lines}};
+}
+
+// Integrated (with the rule and evidence), excluded commits and warnings.
+void add_integration(const Report& r, nlohmann::json& j) {
+  j["integrated"] = nlohmann::json::array();
+  for (const auto& ic : r.integrated)
+    j["integrated"].push_back({{"commit", ref_json(ic.commit)},
+                               {"how", ic.how},
+                               {"fork_sha", ic.fork_sha},
+                               {"evidence", ic.evidence},
+                               {"weak", ic.weak}});
+  j["excluded"] = nlohmann::json::array();
+  for (const auto& e : r.excluded)
+    j["excluded"].push_back({{"commit", ref_json(e.commit)}, {"kind", e.kind}, {"reason", e.reason}, {"rule", e.rule}});
+  j["warnings"] = r.warnings;
 }
 
 }  // namespace
@@ -43,21 +79,11 @@ nlohmann::json to_json(const Report& r) {
                       {"backlog", kDefinitionBacklog},
                       {"pending", kDefinitionPending},
                       {"integrated", kDefinitionIntegrated}};
-  j["config"] = {{"source", r.config.source},
-                 {"risky_paths", r.config.risky_paths},
-                 {"bundle_max_commits", r.config.bundle_max_commits},
-                 {"dependency", r.config.dependency == Config::Level::Hunk ? "hunk" : "file"},
-                 {"hunk_margin", r.config.hunk_margin},
-                 {"fork_changes_risky", r.config.fork_changes_risky},
-                 {"large_commit_lines", r.config.large_commit_lines},
-                 {"history_weeks", r.config.history_weeks},
-                 {"match_by_author", r.config.match_by_author}};
+  j["config"] = config_json(r.config);
   j["dependency_level"] = r.dependency_level;
   j["notes"] = r.notes;
   j["metrics"] = metrics_json(r.metrics);
-  j["integrated"] = nlohmann::json::array();
-  for (const auto& ic : r.integrated)
-    j["integrated"].push_back({{"commit", ref_json(ic.commit)}, {"how", ic.how}, {"fork_sha", ic.fork_sha}});
+  add_integration(r, j);
   j["pending"] = nlohmann::json::array();
   for (size_t k = 0; k < r.pending.size(); ++k) {
     const auto& p = r.pending[k];
@@ -104,7 +130,9 @@ nlohmann::json to_json(const Report& r) {
                               {"backlog_commits", h.metrics.backlog_commits},
                               {"pending_commits", h.metrics.pending_commits},
                               {"integrated_commits", h.metrics.integrated_commits},
-                              {"integration_point", h.metrics.integration_point.sha}});
+                              {"integration_point", h.metrics.integration_point.sha},
+                              {"days_behind_frontier", h.metrics.days_behind_frontier},
+                              {"frontier", h.metrics.newest_integrated ? h.metrics.newest_integrated->sha : ""}});
   }
   return j;
 }

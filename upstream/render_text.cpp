@@ -19,14 +19,16 @@ std::string plan_table(const Report& r) {
                       "  ");
   for (size_t i = 0; i < r.plan.size(); ++i) {
     const auto& st = r.plan[i];
-    bool first = true;
-    for (size_t k : st.commits) {
-      const auto& p = r.pending[k];
+    for (size_t n = 0; n < st.commits.size() && n < kDetailRowsPerStep; ++n) {
+      const auto& p = r.pending[st.commits[n]];
+      bool first = n == 0;
       t.add_row({first ? std::to_string(i + 1) : "", first ? st.kind : "", first ? (st.risky ? "yes" : "no") : "",
                  short_sha(p.commit.sha), format_time(p.commit.commit_time).substr(0, 16), p.commit.subject,
-                 join(commit_reasons(r, k), "; ")});
-      first = false;
+                 truncate_text(join(commit_reasons(r, st.commits[n]), "; "), kReasonChars)});
     }
+    if (st.commits.size() > kDetailRowsPerStep)
+      t.add_row({"", "", "", "", "", fmt::format("... and {} more (complete in the JSON)",
+                                                 st.commits.size() - kDetailRowsPerStep), ""});
   }
   return t.render();
 }
@@ -59,7 +61,10 @@ std::string render_table(const Report& r) {
   o += "\n";
   o += fmt::format("  pending commits     {}   of {} upstream commits the fork lacks by ancestry ({} integrated by cherry-pick)\n",
                    m.pending_commits, m.upstream_commits, m.integrated_commits);
+  o += fmt::format("  frontier            {:.2f} days behind the newest integrated commit; {} excluded (won't port / deferred)\n",
+                   m.days_behind_frontier, m.excluded_commits);
   o += fmt::format("  dependencies        {} level\n", r.dependency_level);
+  for (const auto& w : r.warnings) o += "  warning: " + w + "\n";
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
   o += "\n";
   if (r.plan.empty()) {

@@ -54,6 +54,36 @@ struct Config {
   // (to the second) and subject, unique on both sides: cherry-picks whose patch changed (conflicts)
   // and that carry no -x trailer.
   bool match_by_author = true;
+
+  // Pick recognition (upstream/picks.cpp). Presets: "git-x" (the "(cherry picked from commit <sha>)"
+  // trailer), "github-squash" (an upstream subject's trailing "(#N)" named by a fork commit) and
+  // "bundle" (the picked lists of a fork commit that integrates many upstream PRs).
+  std::vector<std::string> pick_presets = {"git-x", "github-squash", "bundle"};
+  // More trailer regexes naming an upstream sha (the first capture group, else the whole match),
+  // e.g. "Reactor Cherry-pick Revision: ([0-9a-f]{7,40})".
+  std::vector<std::string> pick_trailers;
+  // The upstream PR number space: a range (0 = open end) and/or the repository ("owner/name") that
+  // PR URLs and "owner/name#N" references name. A fork's own trailing "(#M)" is never upstream's
+  // unless it lies in the configured range.
+  int upstream_pr_min = 0, upstream_pr_max = 0;
+  std::string upstream_pr_repo;
+  // Bundle bodies: sections under these headings list picked PRs; under the skip headings, not.
+  std::vector<std::string> bundle_pick_headings = {"Picked", "Applied", "Cherry-picked"};
+  std::vector<std::string> bundle_skip_headings = {"Skipped", "Deferred", "Won't port", "Not picked"};
+  // Last resort: at least this share of an upstream commit's added lines (of content_min_lines or
+  // more distinct non-blank ones) is added by fork commits. 0: off.
+  double content_threshold = 0.8;
+  int content_min_lines = 3;
+
+  // Upstream commits the fork decided not to take: by sha (prefix), PR number or subject glob.
+  struct Skip {
+    std::string sha, subject;
+    int pr = 0;
+    std::string reason;
+    std::string kind;  // "won't port" (default) or "deferred"
+  };
+  std::vector<Skip> skip;
+  bool preset(const std::string& name) const;
 };
 
 // Reads a YAML config. Errors name file:line:column and the field (InputError).
@@ -67,8 +97,18 @@ struct CommitRef {
 
 struct IntegratedCommit {
   CommitRef commit;      // the upstream commit
-  std::string how;       // "patch-id", "cherry-pick trailer" or "author, author date and subject"
+  // "patch-id", "cherry-pick trailer", "PR number", "bundle", "author, author date and subject" or
+  // "content" (weaker evidence: a share of its added lines).
+  std::string how;
   std::string fork_sha;  // the fork commit that carries it
+  std::string evidence;  // what matched, e.g. "trailer Reactor Cherry-pick Revision", "#10702"
+  bool weak = false;     // content rule only
+};
+
+// An upstream commit the config excludes (won't port / deferred).
+struct ExcludedCommit {
+  CommitRef commit;
+  std::string kind, reason, rule;
 };
 
 struct Dependency {
@@ -86,6 +126,7 @@ struct PendingCommit {
   std::vector<std::string> risks;   // why it is risky (paths, fork collisions, size)
   std::vector<std::string> notes;   // e.g. "reverts 1234abcd, which the fork already has"
   size_t step = 0;                  // 1-based plan step
+  std::string reverts, relands;     // the upstream commit this one reverts / relands (full sha)
 };
 
 struct Metrics {
@@ -99,10 +140,14 @@ struct Metrics {
   int integrated_commits = 0;  // of those, integrated by patch-id or trailer
   int pending_commits = 0;
   int backlog_commits = 0;
+  int excluded_commits = 0;  // won't port / deferred (config `skip`)
+  // The frontier: newest integrated commit; days behind measured from it.
+  int64_t seconds_behind_frontier = 0;
+  double days_behind_frontier = 0;
 };
 
 struct PlanStep {
-  std::string kind;             // "bundle" or "chain"
+  std::string kind;             // "bundle", "chain" or "skip" (a pair that nets to nothing)
   bool risky = false;           // any commit carries a risk reason
   std::vector<size_t> commits;  // indexes into Report::pending, upstream order
   std::vector<std::string> reasons;
@@ -129,7 +174,9 @@ struct Report {
   Config config;
   std::string dependency_level;     // level actually used ("hunk" or "file")
   std::vector<std::string> notes;   // analysis-wide notes (e.g. level downgraded)
+  std::vector<std::string> warnings;  // degraded commits (unreadable blobs), naming commit and path
   Metrics metrics;
+  std::vector<ExcludedCommit> excluded;
   std::vector<IntegratedCommit> integrated;
   std::vector<PendingCommit> pending;  // upstream order, oldest first
   std::vector<std::string> fork_changed_files;
