@@ -112,7 +112,7 @@ Rounds Loop::measure_units(const std::string& key, const std::vector<int>& idx, 
     o_.samples += n * int64_t(shas.size());
     if (j_)
       j_->append({{"ev", "measure"}, {"key", key}, {"shas", shas}, {"block_rounds", plan_.block_rounds},
-                  {"units", m.units}, {"raw", m.raw}, {"wall_s", step.wall_s}});
+                  {"units", m.units}, {"raw", m.raw}, {"placements", m.placements}, {"wall_s", step.wall_s}});
   }
   step.measured = true;
   set_amount(step, m, plan_.block_rounds);

@@ -131,6 +131,8 @@ Measured measure_blocks(const std::vector<ExecutableFactory>& make, const Measur
     const auto ms = measure_fresh_block(make, bc, ask.block_rounds, left, rng);
     if (ms.empty()) break;  // the time ran out inside the block: dropped
     add_block(out, aggregate(ms, commits, k));
+    std::vector<std::string>& where = out.placements.emplace_back();
+    for (const auto& m : ms) where.push_back(m.placements.empty() ? "" : m.placements.back());
     if (stop && stop(out.units)) break;
   }
   return out;

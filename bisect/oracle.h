@@ -60,6 +60,9 @@ struct MeasureAsk {
 struct Measured {
   Rounds units;  // [commit][unit]: what the decisions see
   Rounds raw;    // [commit][round]: every timed round of the complete units, in order (== units without blocks)
+  // Blocks of loaded executables: [block][executable, commit-major as the cases] where each load landed
+  // (Placement::str, backends/cpu/placement.h); empty without blocks.
+  std::vector<std::vector<std::string>> placements;
 };
 
 // A block's summary per commit, paired to the first commit within the block: commit 0 gets the median of

@@ -90,6 +90,7 @@ PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConf
       auto& dst = out.m[size_t(i)];
       dst.samples_s.insert(dst.samples_s.end(), ms[size_t(i)].samples_s.begin(), ms[size_t(i)].samples_s.end());
       dst.clocks_mhz.insert(dst.clocks_mhz.end(), ms[size_t(i)].clocks_mhz.begin(), ms[size_t(i)].clocks_mhz.end());
+      dst.placements.insert(dst.placements.end(), ms[size_t(i)].placements.begin(), ms[size_t(i)].placements.end());
       if (block == 0) dst.conditions = ms[size_t(i)].conditions;
       dst.conditions.discarded_throttled += block == 0 ? 0 : ms[size_t(i)].conditions.discarded_throttled;
     }
@@ -250,6 +251,7 @@ struct AbSession {
                           {"looks", po.looks},
                           {"pairs_per_block", o.pairs_per_block},
                           {"block_effects", po.block_effects},
+                          {"placements", {{"a", po.m[0].placements}, {"b", po.m[1].placements}}},
                           {"decision", decision_to_json(po.decision)},
                           {"pairs_s", pj}});
     run.results.cases.push_back(std::move(ca.result));

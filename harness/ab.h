@@ -33,6 +33,7 @@ struct PairOutcome {
   double wall_s = 0;            // measurement time including warmup
   int looks = 0;
   std::vector<double> block_effects;  // block design: median log(B/A) per block (empty otherwise)
+  // m[i].placements: block design, where side i's load of each block landed (code and operand addresses)
 };
 
 // Measures a and b (both prepare()d) interleaved until decided or `budget_s` is spent. `measure` gives

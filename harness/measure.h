@@ -31,6 +31,9 @@ struct Measurement {
   std::vector<double> samples_s;
   std::vector<double> clocks_mhz;
   MeasureConditions conditions;
+  // Fresh-load blocks: where each block's load landed (Placement::str, backends/cpu/placement.h; "" when the
+  // backend cannot say), one per block in order.
+  std::vector<std::string> placements;
 };
 
 // Optional extra stop rule, evaluated after each round with everything measured so far (ab/bisect
@@ -45,7 +48,8 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
 // in a random order (what is allocated first can land differently), measures exactly `rounds` interleaved
 // rounds within max_time_s (cfg's warmup and batch settings, never stopping on noise) and returns the
 // measurements in make's order, or nothing when the time ran out inside the block (a partial block is
-// dropped). The executables are gone on return, so the next block's loads are fresh.
+// dropped). The executables are gone on return, so the next block's loads are fresh; each measurement holds
+// its load's placement (one entry).
 using ExecutableFactory = std::function<std::unique_ptr<Executable>()>;
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng);

@@ -6,22 +6,20 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <random>
 #include <set>
 #include <string>
 
 #include <fmt/format.h>
 
-#include "core/rng.h"
 #include "backends/backend.h"
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/placement.h"
 #include "backends/elf.h"
 #include "backends/half_bits.h"
 #include "core/error.h"
@@ -35,11 +33,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A load's operand array in its own anonymous mapping, starting at a random multiple of 64 bytes inside
-// the first page. Every load gets new pages and a new offset: heap memory freed by the previous load would
-// come back with the same pages (the same cache colouring) and the same 4 KiB aliasing between A, B and C,
-// so the "fresh loads" that ab and the bisector replicate over (placement luck, harness/ab.h) would all be
-// the same placement (docs/statistics.md, "What a fresh load must renew").
+constexpr size_t kOperandSkipPages = 1024;  // up to 4 MiB of address space after each operand array
+constexpr size_t kCodeGapPages = 1 << 18;   // the code lands at a random page of a 1 GiB region
+constexpr size_t kCodeSlotMargin = 2 << 20;  // the slot for the code: its file size and room for alignment
+constexpr size_t kHeapGapPages = 256;       // up to 1 MiB of heap held before the kernel's scratch
+
+// A load's operand array in its own anonymous mapping, starting a random multiple of 64 bytes into it and
+// followed by a random number of unused pages. A new mapping after the previous one was unmapped lands at the
+// same address, so without the skipped pages every load would see the same virtual placement and the same
+// 4 KiB aliasing between A, B and C; the skipped pages are never touched and cost nothing
+// (backends/cpu/placement.h).
 template <typename T>
 class LoadArray {
  public:
@@ -50,11 +53,12 @@ class LoadArray {
 
   void assign(size_t n, T value) {
     release();
-    static std::atomic<uint64_t> loads{std::random_device{}()};
-    Rng rng(loads.fetch_add(0x9E3779B97F4A7C15ULL));
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    const size_t offset = 64 * size_t(rng.below(page / 64));
-    len_ = std::max<size_t>(offset + n * sizeof(T), 1);  // an empty array still gets a (one-page) mapping
+    const size_t page = page_bytes();
+    const size_t offset = 64 * size_t(placement_draw(page / 64));
+    // The skipped pages go after the data: a new mapping ends where the hole it takes ends.
+    static FreshDraws skips(kOperandSkipPages + 1);
+    len_ = offset + n * sizeof(T) + page * size_t(skips.draw());
+    len_ = std::max<size_t>(len_, 1);  // an empty array still gets a (one-page) mapping
     void* m = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw EnvError(fmt::format("mmap of {} bytes failed: {}", len_, strerror(errno)));
     base_ = m;
@@ -88,7 +92,10 @@ size_t last_level_cache_bytes() {
 
 class CpuExecutable : public Executable {
  public:
-  CpuExecutable(const Artifact& art) : art_(art) {
+  CpuExecutable(const Artifact& art) : art_(art), heap_gap_(kHeapGapPages) {
+    std::error_code ec;
+    const auto bytes = fs::file_size(art.binary_path, ec);
+    code_gap_ = CodeGap((ec ? 0 : size_t(bytes)) + kCodeSlotMargin, kCodeGapPages);
     handle_ = open_private_copy(art.binary_path);
     if (!handle_) handle_ = dlopen(art.binary_path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) throw Error(fmt::format("dlopen {}: {}", art.binary_path, dlerror()));
@@ -97,6 +104,7 @@ class CpuExecutable : public Executable {
       dlclose(handle_);
       throw Error(fmt::format("{}: entry symbol '{}' not found", art.binary_path, art.entry));
     }
+    code_gap_.release();
   }
   ~CpuExecutable() override {
     if (handle_) dlclose(handle_);
@@ -125,7 +133,16 @@ class CpuExecutable : public Executable {
     args_.N = shape.N;
     args_.K = shape.K;
     probe();
+    placement_.entry = reinterpret_cast<uintptr_t>(fn_);
+    placement_.a = reinterpret_cast<uintptr_t>(args_.A);
+    placement_.b = reinterpret_cast<uintptr_t>(args_.B);
+    placement_.c = reinterpret_cast<uintptr_t>(args_.C);
+    void* next = std::malloc(64);  // where the kernel's next small allocation would start
+    placement_.heap = reinterpret_cast<uintptr_t>(next);
+    std::free(next);
   }
+
+  const Placement& placement() const { return placement_; }
 
   TimedSample run(int batch) override {
     auto t0 = std::chrono::steady_clock::now();
@@ -212,6 +229,9 @@ class CpuExecutable : public Executable {
   }
 
   Artifact art_;
+  HeapGap heap_gap_;
+  CodeGap code_gap_;  // held while the code is mapped
+  Placement placement_;
   void* handle_ = nullptr;
   int (*fn_)(const kb_gemm_args*) = nullptr;
   Shape shape_;
@@ -281,6 +301,11 @@ class CpuBackend : public Backend {
 };
 
 }  // namespace
+
+std::optional<Placement> placement_of(const Executable& exe) {
+  if (const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe)) return cpu->placement();
+  return std::nullopt;
+}
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 
