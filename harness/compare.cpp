@@ -228,7 +228,8 @@ void finish_comparison(Comparison& c) {
   c.has_geomean = !ds.empty();
   if (!c.has_geomean) return;
   c.geomean = stats::geometric_mean(ds, 1 - c.options.alpha);
-  c.geomean_verdict = stats::classify(c.geomean.ci, c.options.threshold, c.geomean.effect);
+  // One case: its own verdict (it may come from a sequential rule that classify() does not repeat).
+  c.geomean_verdict = ds.size() == 1 ? ds[0].verdict : stats::classify(c.geomean.ci, c.options.threshold, c.geomean.effect);
 }
 
 // ---- printers -------------------------------------------------------------------------------------

@@ -187,11 +187,13 @@ class SequentialPaired {
 Decision decide_sequential(const std::vector<double>& base, const std::vector<double>& next, const DecisionConfig& cfg);
 
 // Geometric mean of per-case ratios, with an approximate CI from the per-case CIs (independent cases,
-// normal approximation: se_i = CI width / (2 z)); effects are log-ratios.
+// normal approximation: se_i = CI width / (2 z_i) at each case's confidence); effects are log-ratios.
+// The CI is at `conf` or at the cases' confidence when that is stricter; one case gives that case exactly.
 struct GeoMean {
   double effect = 0;
   Interval ci;
   int64_t cases = 0;
+  double conf = 0;  // the confidence of ci
 };
 GeoMean geometric_mean(const std::vector<Decision>& decisions, double conf);
 

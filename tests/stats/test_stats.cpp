@@ -235,6 +235,28 @@ TEST(Decision, GeometricMean) {
   EXPECT_NEAR(g.ci.hi, 0.01 * std::sqrt(2.0) / 2, 1e-9);
 }
 
+// The geomean of one case is the case: `kbisect ab` printed "unsure" +1.10% [-0.16%, +2.39%] for a case
+// and "worse" +1.10% [+0.13%, +2.08%] for its geomean row (a normal CI at a lower confidence).
+TEST(Decision, GeometricMeanOfOneCaseIsTheCase) {
+  Decision d;
+  d.effect = std::log1p(0.011);
+  d.conf = 0.99;  // a sequential / adjusted decision's own confidence
+  d.ci = {std::log1p(-0.0016), std::log1p(0.0239)};  // asymmetric, as Moses CIs are
+  const auto g = geometric_mean({d}, 0.95);
+  EXPECT_EQ(g.effect, d.effect);
+  EXPECT_EQ(g.ci.lo, d.ci.lo);
+  EXPECT_EQ(g.ci.hi, d.ci.hi);
+  EXPECT_EQ(g.conf, 0.99);
+  // Several cases: the CI is at the cases' stricter confidence, never narrower than asked for.
+  Decision e = d;
+  e.effect = -d.effect;
+  e.ci = {-d.ci.hi, -d.ci.lo};
+  const auto g2 = geometric_mean({d, e}, 0.95);
+  EXPECT_EQ(g2.conf, 0.99);
+  const double se = (d.ci.hi - d.ci.lo) / (2 * normal_quantile(0.995));
+  EXPECT_NEAR(g2.ci.hi - g2.ci.lo, 2 * normal_quantile(0.995) * std::sqrt(2.0) * se / 2, 1e-12);
+}
+
 // A NaN or infinite measurement is refused wherever it sits: ranking it would make the answer depend on
 // its position (one NaN moved through a sample of 4 gave U = 2, 2, 1, 0 and p down to 0.029).
 TEST(Stats, NonFiniteMeasurementsAreRefusedNotRanked) {
