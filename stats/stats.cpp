@@ -429,10 +429,6 @@ GeoMean geometric_mean(const std::vector<Decision>& decisions, double conf) {
   GeoMean g;
   g.cases = int64_t(decisions.size());
   if (decisions.empty()) return g;
-  // The cases' own confidence when it is stricter (a sequential or multiplicity-adjusted decision), so
-  // the geomean never claims more than its cases.
-  for (const auto& d : decisions)
-    if (d.conf > conf && d.conf < 1) conf = d.conf;
   g.conf = conf;
   if (decisions.size() == 1) {  // the geomean of one case is that case: its effect and its (Moses) CI
     g.effect = decisions[0].effect;

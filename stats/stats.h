@@ -188,7 +188,7 @@ Decision decide_sequential(const std::vector<double>& base, const std::vector<do
 
 // Geometric mean of per-case ratios, with an approximate CI from the per-case CIs (independent cases,
 // normal approximation: se_i = CI width / (2 z_i) at each case's confidence); effects are log-ratios.
-// The CI is at `conf` or at the cases' confidence when that is stricter; one case gives that case exactly.
+// The CI is at `conf`; the geomean of one case is that case exactly (its effect, CI and confidence).
 struct GeoMean {
   double effect = 0;
   Interval ci;
