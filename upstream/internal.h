@@ -96,6 +96,12 @@ class DepBuilder {
 void add_diff_dependencies(const Work& w, Report& r, DepBuilder& deps);
 void add_message_dependencies(Work& w, Report& r, DepBuilder& deps);
 
+// upstream/conflicts.cpp: the files the fork's own commits changed (path -> first such commit; picks
+// and rebase/squash commits left out, the latter listed in r.fork_rebase_commits), and the trial
+// merges of pending commits near the fork's changed lines (fork_collisions, trial, conflicts).
+std::map<std::string, std::string> fork_changed_files(const Work& w, Report& r);
+void check_fork_conflicts(const Work& w, const std::map<std::string, std::string>& fork_files, Report& r);
+
 // upstream/plan.cpp.
 void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r);
 void build_plan(const Config& cfg, Report& r);
