@@ -112,6 +112,14 @@ Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std
 constexpr size_t kDetailRowsPerStep = 40;
 constexpr size_t kReasonChars = 240;
 
+// The summary the text and HTML reports start with (upstream/summary.cpp): "1. bundle of 20 commits",
+// "2. chain of 3 commits, risky from <sha>", capped at max_steps; and one line per risky pending
+// commit ("<sha> (step N) <subject>: <risks>"), capped at max.
+constexpr size_t kSummarySteps = 20;
+constexpr size_t kSummaryRisks = 10;
+std::vector<std::string> plan_overview(const Report& r, size_t max_steps);
+std::vector<std::string> top_risks(const Report& r, size_t max);
+
 // One list of reasons per pending commit, for tables (upstream/definitions.cpp).
 std::vector<std::string> commit_reasons(const Report& r, size_t k);
 

@@ -135,3 +135,31 @@ TEST(UpstreamConflicts, RebaseCommitNoLongerMakesEverythingRisky) {
   EXPECT_EQ(by_subject.plan[0].kind, "bundle");
   EXPECT_EQ(by_subject.plan[0].commits, std::vector<size_t>{2});
 }
+
+TEST(UpstreamConflicts, ReportsStartWithTheSummary) {
+  git::Repo repo(pair().repo.path());
+  auto r = upstream::analyze(repo, "fork", "up", cfg());
+  const std::string u2 = S("U2").substr(0, 12);
+  std::string t = upstream::render_table(r);
+  size_t sum = t.find("\nsummary\n"), det = t.find("\ndetails\n"), plan = t.find("\ningestion plan (");
+  ASSERT_NE(sum, std::string::npos) << t;
+  EXPECT_LT(sum, det);
+  EXPECT_LT(det, plan);
+  EXPECT_NE(t.find("  days behind         3.00 "), std::string::npos) << t;
+  EXPECT_NE(t.find("  plan                2 steps (bundles first, then each chain alone)\n"
+                   "    1. bundle of 2 commits\n"
+                   "    2. chain of 1 commit, risky from " + u2 + "\n"
+                   "  top risks\n"
+                   "    " + u2 + " (step 2) b: line 5: conflicts with the fork (trial merge onto its head): b.c\n"),
+            std::string::npos)
+      << t;
+  EXPECT_LT(t.find("  top risks\n"), det);
+  std::string html = upstream::render_html(r);
+  size_t hs = html.find("<h2>Summary</h2>"), hd = html.find("<h2>Details</h2>"), hp = html.find("<h3>Ingestion plan</h3>");
+  ASSERT_NE(hs, std::string::npos);
+  EXPECT_LT(hs, hd);
+  EXPECT_LT(hd, hp);
+  EXPECT_NE(html.find("<li>1. bundle of 2 commits</li>\n<li>2. chain of 1 commit, risky from " + u2 + "</li>"),
+            std::string::npos);
+  EXPECT_LT(html.find("<li>" + u2 + " (step 2) b: line 5: conflicts with the fork"), hd);
+}
