@@ -74,7 +74,8 @@ Registrar reg("upstream",
                 app->add_option("--upstream", a->upstream, "Upstream's ref (e.g. upstream/main)")->required();
                 app->add_option("--config", a->config,
                                 "YAML: risky_paths, bundle_max_commits, dependency, hunk_margin, fork_changes_risky, "
-                                "large_commit_lines, history_weeks");
+                                "fork_conflicts, rebase_subjects, large_commit_lines, history_weeks, ... "
+                                "(docs/upstream.md)");
                 app->add_option("--format", a->formats, "Comma-separated: table, json, md, html")->capture_default_str();
                 app->add_option("-o,--output-dir", a->out_dir,
                                 "Write upstream.{txt,json,md,html} here (atomically) instead of stdout");

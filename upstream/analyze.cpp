@@ -53,19 +53,6 @@ void mark_backlog(const Work& w, Report& r) {
   }
 }
 
-// Files the fork itself changed (fork commits that are not picks of upstream commits): path -> first
-// fork commit changing it.
-std::map<std::string, std::string> fork_changed_files(const Work& w, Report& r) {
-  std::map<std::string, std::string> fork_files;
-  std::vector<std::string> local;
-  for (size_t j = 0; j < w.s.fork.size(); ++j)
-    if (!w.s.fork_is_pick[j]) local.push_back(w.s.fork[j]);
-  for (const auto& d : w.an.diffs(local))
-    for (const auto& f : d.files) fork_files.emplace(f.path, d.sha);
-  for (const auto& [path, sha] : fork_files) r.fork_changed_files.push_back(path);
-  return fork_files;
-}
-
 // One row per week along the fork's and upstream's first-parent lines.
 void add_history(Work& w, const std::string& fork_ref, const std::string& upstream_ref, Report& r) {
   int64_t end = std::max(r.fork_head.commit_time, r.metrics.upstream_head.commit_time);
@@ -114,6 +101,7 @@ Report analyze(const git::Repo& repo, const std::string& fork_ref, const std::st
     r.pending[pi].depends_on = deps.take(pi);
     for (const auto& d : r.pending[pi].depends_on) r.pending[d.on].needed_by.push_back(pi);
   }
+  check_fork_conflicts(w, fork_files, r);
   assess_risks(cfg, fork_files, r);
   build_plan(cfg, r);
   if (!opt.emergency.empty()) r.emergency = plan_emergency(w, r, opt, upstream_ref);

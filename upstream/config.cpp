@@ -48,6 +48,17 @@ struct YamlCx {
 
 namespace {
 
+// A number in [0, 1].
+double share(const YamlCx& cx, const YAML::Node& v, const std::string& field) {
+  double d = -1;
+  try {
+    d = v.as<double>();
+  } catch (const YAML::Exception&) {
+  }
+  if (!(d >= 0 && d <= 1)) cx.fail(v, fmt::format("field '{}': expected a number in [0, 1], got '{}'", field, cx.scalar_text(v)));
+  return d;
+}
+
 std::vector<std::string> string_list(const YamlCx& cx, const YAML::Node& v, const std::string& field, bool regex) {
   if (!v.IsSequence()) cx.fail(v, fmt::format("field '{}': expected a list of strings", field));
   std::vector<std::string> out;
@@ -126,15 +137,17 @@ const std::vector<std::pair<std::string, Setter>>& setters() {
       {"upstream_pr_repo", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.upstream_pr_repo = cx.scalar_text(v); }},
       {"bundle_pick_headings", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.bundle_pick_headings = string_list(cx, v, "bundle_pick_headings", false); }},
       {"bundle_skip_headings", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.bundle_skip_headings = string_list(cx, v, "bundle_skip_headings", false); }},
-      {"content_threshold", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
-         double d = -1;
-         try {
-           d = v.as<double>();
-         } catch (const YAML::Exception&) {
-         }
-         if (!(d >= 0 && d <= 1)) cx.fail(v, fmt::format("field 'content_threshold': expected a number in [0, 1], got '{}'", cx.scalar_text(v)));
-         c.content_threshold = d;
+      {"content_threshold", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.content_threshold = share(cx, v, "content_threshold"); }},
+      {"fork_conflicts", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
+         std::string s = cx.scalar_text(v);
+         if (s == "trial") c.fork_conflicts = Config::ForkConflicts::Trial;
+         else if (s == "file") c.fork_conflicts = Config::ForkConflicts::File;
+         else cx.fail(v, fmt::format("field 'fork_conflicts': expected 'trial' or 'file', got '{}'", s));
        }},
+      {"conflict_margin", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.conflict_margin = cx.get_int(v, "conflict_margin", 0); }},
+      {"rebase_subjects", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.rebase_subjects = string_list(cx, v, "rebase_subjects", true); }},
+      {"rebase_file_share", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.rebase_file_share = share(cx, v, "rebase_file_share"); }},
+      {"rebase_min_files", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.rebase_min_files = cx.get_int(v, "rebase_min_files", 1); }},
       {"content_min_lines", [](const YamlCx& cx, const YAML::Node& v, Config& c) { c.content_min_lines = cx.get_int(v, "content_min_lines", 1); }},
       {"skip", [](const YamlCx& cx, const YAML::Node& v, Config& c) {
          if (!v.IsSequence()) cx.fail(v, "field 'skip': expected a list of {sha|pr|subject, reason}");

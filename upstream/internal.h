@@ -96,6 +96,12 @@ class DepBuilder {
 void add_diff_dependencies(const Work& w, Report& r, DepBuilder& deps);
 void add_message_dependencies(Work& w, Report& r, DepBuilder& deps);
 
+// upstream/conflicts.cpp: the files the fork's own commits changed (path -> first such commit; picks
+// and rebase/squash commits left out, the latter listed in r.fork_rebase_commits), and the trial
+// merges of pending commits near the fork's changed lines (fork_collisions, trial, conflicts).
+std::map<std::string, std::string> fork_changed_files(const Work& w, Report& r);
+void check_fork_conflicts(const Work& w, const std::map<std::string, std::string>& fork_files, Report& r);
+
 // upstream/plan.cpp.
 void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r);
 void build_plan(const Config& cfg, Report& r);
@@ -105,6 +111,14 @@ Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std
 // and characters of the reasons cell.
 constexpr size_t kDetailRowsPerStep = 40;
 constexpr size_t kReasonChars = 240;
+
+// The summary the text and HTML reports start with (upstream/summary.cpp): "1. bundle of 20 commits",
+// "2. chain of 3 commits, risky from <sha>", capped at max_steps; and one line per risky pending
+// commit ("<sha> (step N) <subject>: <risks>"), capped at max.
+constexpr size_t kSummarySteps = 20;
+constexpr size_t kSummaryRisks = 10;
+std::vector<std::string> plan_overview(const Report& r, size_t max_steps);
+std::vector<std::string> top_risks(const Report& r, size_t max);
 
 // One list of reasons per pending commit, for tables (upstream/definitions.cpp).
 std::vector<std::string> commit_reasons(const Report& r, size_t k);

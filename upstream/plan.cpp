@@ -53,12 +53,18 @@ void assess_risks(const Config& cfg, const std::map<std::string, std::string>& f
           risky.push_back(fmt::format("{} ({})", f, g));
           break;
         }
-      if (cfg.fork_changes_risky)
+      if (cfg.fork_changes_risky && cfg.fork_conflicts == Config::ForkConflicts::File)
         if (auto it = fork_files.find(f); it != fork_files.end())
           collide.push_back(fmt::format("{} (fork commit {})", f, short_sha(it->second)));
     }
     if (!risky.empty()) p.risks.push_back("touches risky paths: " + listed(risky));
     if (!collide.empty()) p.risks.push_back("touches files the fork changed (likely conflict): " + listed(collide));
+    if (p.trial == "conflict")
+      p.risks.push_back("conflicts with the fork (trial merge onto its head)" +
+                        (p.conflicts.empty() ? std::string() : ": " + listed(p.conflicts)));
+    else if (p.trial == "clean")
+      p.notes.push_back("near the fork's changes (" + listed(p.fork_collisions) +
+                        "); a trial merge onto the fork applies cleanly");
     if (cfg.large_commit_lines > 0 && p.lines_changed > cfg.large_commit_lines)
       p.risks.push_back(fmt::format("large: {} changed lines (> {})", p.lines_changed, cfg.large_commit_lines));
   }
@@ -89,9 +95,11 @@ void build_plan(const Config& cfg, Report& r) {
     st.commits.assign(independent.begin() + long(b),
                       independent.begin() + long(std::min(independent.size(), b + size_t(cfg.bundle_max_commits))));
     st.reasons.push_back(fmt::format(
-        "{} independent commit{}: no dependency on or from another pending commit, no risky path, no file the fork "
-        "changed (at most {} per bundle)",
-        st.commits.size(), st.commits.size() == 1 ? "" : "s", cfg.bundle_max_commits));
+        "{} independent commit{}: no dependency on or from another pending commit, no risky path, {} (at most {} "
+        "per bundle)",
+        st.commits.size(), st.commits.size() == 1 ? "" : "s",
+        cfg.fork_conflicts == Config::ForkConflicts::File ? "no file the fork changed" : "no conflict with the fork",
+        cfg.bundle_max_commits));
     r.plan.push_back(std::move(st));
   }
   for (const auto& members : chains) {

@@ -40,6 +40,11 @@ nlohmann::json config_json(const Config& c) {
                  {"dependency", c.dependency == Config::Level::Hunk ? "hunk" : "file"},
                  {"hunk_margin", c.hunk_margin},
                  {"fork_changes_risky", c.fork_changes_risky},
+                 {"fork_conflicts", c.fork_conflicts == Config::ForkConflicts::Trial ? "trial" : "file"},
+                 {"conflict_margin", c.conflict_margin},
+                 {"rebase_subjects", c.rebase_subjects},
+                 {"rebase_file_share", c.rebase_file_share},
+                 {"rebase_min_files", c.rebase_min_files},
                  {"large_commit_lines", c.large_commit_lines},
                  {"history_weeks", c.history_weeks},
                  {"match_by_author", c.match_by_author},
@@ -98,10 +103,16 @@ nlohmann::json to_json(const Report& r) {
                             {"needed_by", nb},
                             {"risks", p.risks},
                             {"notes", p.notes},
+                            {"fork_collisions", p.fork_collisions},
+                            {"trial", p.trial},
+                            {"conflicts", p.conflicts},
                             {"step", p.step},
                             {"reasons", commit_reasons(r, k)}});
   }
   j["fork_changed_files"] = r.fork_changed_files;
+  j["fork_rebase_commits"] = nlohmann::json::array();
+  for (const auto& c : r.fork_rebase_commits)
+    j["fork_rebase_commits"].push_back({{"sha", c.sha}, {"subject", c.subject}, {"why", c.why}});
   j["plan"] = nlohmann::json::array();
   for (size_t i = 0; i < r.plan.size(); ++i) {
     const auto& st = r.plan[i];

@@ -46,33 +46,52 @@ std::string history_table(const Report& r) {
 
 }  // namespace
 
-std::string render_table(const Report& r) {
+namespace {
+
+// Figures, both integration points, the plan in one line per step and the top risks.
+std::string text_summary(const Report& r) {
   const Metrics& m = r.metrics;
-  std::string o;
-  o += fmt::format("kbisect upstream: fork {} ({}) vs upstream {} ({})\n", r.fork_ref, short_sha(r.fork_head.sha),
-                   r.upstream_ref, short_sha(m.upstream_head.sha));
-  o += fmt::format("  merge base          {} {}  {}\n", short_sha(r.merge_base.sha), format_time(r.merge_base.commit_time),
-                   truncate_text(r.merge_base.subject, 60));
+  std::string o = "summary\n";
   o += fmt::format("  days behind         {:.2f}   upstream head {} minus integration point {} ({}{})\n", m.days_behind,
                    format_time(m.upstream_head.commit_time), short_sha(m.integration_point.sha),
                    format_time(m.integration_point.commit_time), m.integration_point_is_merge_base ? ", the merge base" : "");
+  o += fmt::format("  integration point   {}  {}  (contiguous: everything older integrated or excluded)\n",
+                   short_sha(m.integration_point.sha), truncate_text(m.integration_point.subject, 60));
+  o += fmt::format("  frontier            {:.2f} days behind", m.days_behind_frontier);
+  if (m.newest_integrated)
+    o += fmt::format(" the newest integrated commit {} ({})  {}", short_sha(m.newest_integrated->sha),
+                     format_time(m.newest_integrated->commit_time), truncate_text(m.newest_integrated->subject, 60));
+  o += "\n";
   o += fmt::format("  backlog commits     {}", m.backlog_commits);
   if (m.newest_integrated) o += fmt::format("   missing commits older than newest integrated {}", short_sha(m.newest_integrated->sha));
   o += "\n";
-  o += fmt::format("  pending commits     {}   of {} upstream commits the fork lacks by ancestry ({} integrated by cherry-pick)\n",
-                   m.pending_commits, m.upstream_commits, m.integrated_commits);
-  o += fmt::format("  frontier            {:.2f} days behind the newest integrated commit; {} excluded (won't port / deferred)\n",
-                   m.days_behind_frontier, m.excluded_commits);
+  o += fmt::format("  pending commits     {}   of {} upstream commits the fork lacks by ancestry ({} integrated by "
+                   "cherry-pick, {} excluded: won't port / deferred)\n",
+                   m.pending_commits, m.upstream_commits, m.integrated_commits, m.excluded_commits);
+  if (r.plan.empty()) return o + "  nothing pending: the fork has every upstream commit\n";
+  o += fmt::format("  plan                {} step{} (bundles first, then each chain alone)\n", r.plan.size(),
+                   r.plan.size() == 1 ? "" : "s");
+  for (const auto& l : plan_overview(r, kSummarySteps)) o += "    " + l + "\n";
+  auto risks = top_risks(r, kSummaryRisks);
+  if (!risks.empty()) o += "  top risks\n";
+  for (const auto& l : risks) o += "    " + l + "\n";
+  return o;
+}
+
+}  // namespace
+
+std::string render_table(const Report& r) {
+  std::string o;
+  o += fmt::format("kbisect upstream: fork {} ({}) vs upstream {} ({})\n\n", r.fork_ref, short_sha(r.fork_head.sha),
+                   r.upstream_ref, short_sha(r.metrics.upstream_head.sha));
+  o += text_summary(r);
+  o += "\ndetails\n";
+  o += fmt::format("  merge base          {} {}  {}\n", short_sha(r.merge_base.sha), format_time(r.merge_base.commit_time),
+                   truncate_text(r.merge_base.subject, 60));
   o += fmt::format("  dependencies        {} level\n", r.dependency_level);
   for (const auto& w : r.warnings) o += "  warning: " + w + "\n";
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
-  o += "\n";
-  if (r.plan.empty()) {
-    o += "nothing pending: the fork has every upstream commit\n";
-  } else {
-    o += "ingestion plan (bundles first, then each chain alone, in this order):\n";
-    o += plan_table(r);
-  }
+  if (!r.plan.empty()) o += "\ningestion plan (bundles first, then each chain alone, in this order):\n" + plan_table(r);
   if (r.emergency) {
     const auto& e = *r.emergency;
     o += fmt::format("\nemergency pick of {} ({}): pick {} commit{} alone, in this order:\n", short_sha(e.target.sha),

@@ -23,7 +23,7 @@
 // overlap or touch lines A last changed — tracked through every upstream commit in between — or, at
 // file level, when they change the same file; or when B's message references A: `Revert "..."`,
 // "This reverts commit <sha>", `fixup!`/`squash!`/`amend!`, "Reland", or A's sha) and risk reasons
-// (risky path globs, files the fork itself changed, very large commits). Connected components with
+// (risky path globs, a trial merge onto the fork that conflicts, very large commits). Connected components with
 // more than one commit or any risk are *chains* (ingest alone, in order); the rest are independent
 // low-risk commits packed into size-capped *bundles*. The plan lists bundles first, then chains.
 #pragma once
@@ -47,7 +47,21 @@ struct Config {
   enum class Level { File, Hunk };
   Level dependency = Level::Hunk;          // hunk: overlapping/touching lines; file: same file
   int hunk_margin = 1;                     // lines around a hunk that still count as touching
-  bool fork_changes_risky = true;          // touching a file the fork changed is a risk
+  bool fork_changes_risky = true;          // conflicting with the fork's own changes is a risk
+  // How a collision with the fork is decided (upstream/conflicts.cpp). Trial: a pending commit whose
+  // hunks lie within conflict_margin lines of the fork's own changes (merge base -> fork head) is
+  // picked onto the fork by a trial merge (`git merge-tree --write-tree`), after its pending
+  // dependencies; only a conflict is a risk. File: touching any file the fork changed is a risk.
+  enum class ForkConflicts { File, Trial };
+  ForkConflicts fork_conflicts = ForkConflicts::Trial;
+  int conflict_margin = 3;
+  // Fork commits that are rebases or squashes, left out of the fork's own changes: subjects matching
+  // one of these regexes (case-insensitive), or commits changing more than this share of the fork
+  // head's tracked files (0: off) and at least rebase_min_files files. Merge commits never count
+  // (only non-merges of F ^U are read).
+  std::vector<std::string> rebase_subjects = {R"(^(\[[^\]]*\]\s*)*(rebase|squash)\b)"};
+  double rebase_file_share = 0.5;
+  int rebase_min_files = 20;
   int large_commit_lines = 0;              // > this many changed lines is a risk; 0: off
   int history_weeks = 12;                  // rows of --history (one per week, newest last)
   // Also count an upstream commit as integrated when a fork commit has the same author, author date
@@ -125,6 +139,11 @@ struct PendingCommit {
   std::vector<size_t> needed_by;    // pending commits that depend on this one
   std::vector<std::string> risks;   // why it is risky (paths, fork collisions, size)
   std::vector<std::string> notes;   // e.g. "reverts 1234abcd, which the fork already has"
+  // Collision with the fork's own changes (Config::fork_conflicts == Trial): "path:line" runs near
+  // them, the trial merge's verdict ("clean", "conflict"; empty when not tried) and conflicted paths.
+  std::vector<std::string> fork_collisions;
+  std::string trial;
+  std::vector<std::string> conflicts;
   size_t step = 0;                  // 1-based plan step
   std::string reverts, relands;     // the upstream commit this one reverts / relands (full sha)
 };
@@ -179,7 +198,11 @@ struct Report {
   std::vector<ExcludedCommit> excluded;
   std::vector<IntegratedCommit> integrated;
   std::vector<PendingCommit> pending;  // upstream order, oldest first
-  std::vector<std::string> fork_changed_files;
+  std::vector<std::string> fork_changed_files;  // by fork commits that are neither picks nor rebases
+  struct RebaseCommit {
+    std::string sha, subject, why;
+  };
+  std::vector<RebaseCommit> fork_rebase_commits;  // left out of fork_changed_files
   std::vector<PlanStep> plan;
   std::optional<Emergency> emergency;
   std::vector<HistoryRow> history;

@@ -110,7 +110,7 @@ inline Scenario& scenario() {
 inline const std::string& S(const std::string& name) { return scenario().sha.at(name); }
 
 inline upstream::Config test_config() {
-  return upstream::parse_config("risky_paths: ['lib/Target/**']\nbundle_max_commits: 20\n", "test.yaml");
+  return upstream::parse_config("risky_paths: ['lib/Target/**']\nbundle_max_commits: 20\nfork_conflicts: file\n", "test.yaml");
 }
 
 inline std::vector<std::string> shas_of(const upstream::Report& r, const std::vector<size_t>& idx) {

@@ -17,7 +17,7 @@ using kbtest::day;
 TEST(UpstreamCli, EndToEndJsonAndFiles) {
   std::string out = scenario().repo.tmp() + "/cli-out";
   std::string cfg = scenario().repo.tmp() + "/upstream.yaml";
-  write_file_atomic(cfg, "# test config\nrisky_paths:\n  - lib/Target/**\nbundle_max_commits: 20\nhistory_weeks: 3\n");
+  write_file_atomic(cfg, "# test config\nrisky_paths:\n  - lib/Target/**\nbundle_max_commits: 20\nhistory_weeks: 3\nfork_conflicts: file\n");
   RunOptions o;
   o.timeout_s = 120;
   RunResult r = run_process({KBISECT_BINARY_DIR "/kbisect", "upstream", "--repo", scenario().repo.path(), "--fork",
