@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <regex>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -106,16 +105,9 @@ std::vector<std::string> collisions(const git::CommitDiff& d, const Ranges& fork
 // The pending commits to pick before `pi`: its dependency closure, oldest first (only itself when
 // the closure exceeds kTrialChain).
 std::vector<size_t> trial_chain(const Report& r, size_t pi) {
-  std::set<size_t> seen;
-  std::vector<size_t> stack = {pi};
-  while (!stack.empty()) {
-    size_t k = stack.back();
-    stack.pop_back();
-    if (!seen.insert(k).second) continue;
-    for (const auto& dep : r.pending[k].depends_on) stack.push_back(dep.on);
-  }
-  if (seen.size() > kTrialChain + 1) return {pi};
-  return {seen.begin(), seen.end()};
+  std::vector<size_t> closure = dependency_closure(r, pi);
+  if (closure.size() > kTrialChain + 1) return {pi};
+  return closure;
 }
 
 // Trial picks already made, keyed by the sequence of pending commits picked onto the fork head (a
