@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <regex>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -106,41 +105,50 @@ std::vector<std::string> collisions(const git::CommitDiff& d, const Ranges& fork
 // The pending commits to pick before `pi`: its dependency closure, oldest first (only itself when
 // the closure exceeds kTrialChain).
 std::vector<size_t> trial_chain(const Report& r, size_t pi) {
-  std::set<size_t> seen;
-  std::vector<size_t> stack = {pi};
-  while (!stack.empty()) {
-    size_t k = stack.back();
-    stack.pop_back();
-    if (!seen.insert(k).second) continue;
-    for (const auto& dep : r.pending[k].depends_on) stack.push_back(dep.on);
-  }
-  if (seen.size() > kTrialChain + 1) return {pi};
-  return {seen.begin(), seen.end()};
+  std::vector<size_t> closure = dependency_closure(r, pi);
+  if (closure.size() > kTrialChain + 1) return {pi};
+  return closure;
 }
 
+// Trial picks already made, keyed by the sequence of pending commits picked onto the fork head (a
+// chain's later commits reuse its earlier ones' trees).
+struct TrialStep {
+  git::TrialPick pick;
+  std::string error;  // git failed (e.g. an unreadable blob)
+};
+using TrialCache = std::map<std::vector<size_t>, TrialStep>;
+
 // Picks the chain of `pi` onto the fork head, in order; records the verdict on r.pending[pi].
-void trial_merge(const Work& w, Report& r, size_t pi) {
+void trial_merge(const Work& w, Report& r, size_t pi, TrialCache& cache) {
   auto& p = r.pending[pi];
   std::string onto = w.fork_sha;
+  std::vector<size_t> seq;
   for (size_t k : trial_chain(r, pi)) {
-    git::TrialPick t;
-    try {
-      t = w.repo.trial_pick(onto, r.pending[k].commit.sha);
-    } catch (const Error& e) {
+    seq.push_back(k);
+    auto it = cache.find(seq);
+    if (it == cache.end()) {
+      TrialStep st;
+      try {
+        st.pick = w.repo.trial_pick(onto, r.pending[k].commit.sha);
+      } catch (const Error& e) {
+        st.error = e.what();
+      }
+      it = cache.emplace(seq, std::move(st)).first;
+    }
+    const TrialStep& st = it->second;
+    const std::string dep = k == pi ? "" : fmt::format(" at its pending dependency {}", short_sha(r.pending[k].commit.sha));
+    if (!st.error.empty()) {
       p.trial = "conflict";
-      p.notes.push_back(fmt::format("trial merge of {} failed, counted as a conflict: {}",
-                                    short_sha(r.pending[k].commit.sha), e.what()));
+      p.notes.push_back(fmt::format("trial merge failed{}, counted as a conflict: {}", dep, st.error));
       return;
     }
-    if (!t.clean) {
+    if (!st.pick.clean) {
       p.trial = "conflict";
-      p.conflicts = t.conflicts;
-      if (k != pi)
-        p.notes.push_back(fmt::format("trial merge stopped at its pending dependency {}, which conflicts",
-                                      short_sha(r.pending[k].commit.sha)));
+      p.conflicts = st.pick.conflicts;
+      if (k != pi) p.notes.push_back("trial merge stopped" + dep + ", which conflicts");
       return;
     }
-    onto = t.tree;
+    onto = st.pick.tree;
   }
   p.trial = "clean";
 }
@@ -171,9 +179,10 @@ void check_fork_conflicts(const Work& w, const std::map<std::string, std::string
   for (const auto& p : r.pending) shas.push_back(p.commit.sha);
   Ranges fork = fork_ranges(w, fork_files);
   std::vector<git::CommitDiff> diffs = w.an.diffs(shas);
+  TrialCache cache;
   for (size_t pi = 0; pi < r.pending.size(); ++pi) {
     r.pending[pi].fork_collisions = collisions(diffs[pi], fork, w.cfg.conflict_margin);
-    if (!r.pending[pi].fork_collisions.empty()) trial_merge(w, r, pi);
+    if (!r.pending[pi].fork_collisions.empty()) trial_merge(w, r, pi, cache);
   }
 }
 

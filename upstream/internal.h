@@ -102,7 +102,9 @@ void add_message_dependencies(Work& w, Report& r, DepBuilder& deps);
 std::map<std::string, std::string> fork_changed_files(const Work& w, Report& r);
 void check_fork_conflicts(const Work& w, const std::map<std::string, std::string>& fork_files, Report& r);
 
-// upstream/plan.cpp.
+// upstream/plan.cpp. dependency_closure: pi and every pending commit it depends on, transitively,
+// in upstream order.
+std::vector<size_t> dependency_closure(const Report& r, size_t pi);
 void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r);
 void build_plan(const Config& cfg, Report& r);
 Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std::string& upstream_ref);

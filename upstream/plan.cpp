@@ -44,6 +44,18 @@ bool nets_to_nothing(const Report& r, const std::vector<size_t>& members) {
 
 }  // namespace
 
+std::vector<size_t> dependency_closure(const Report& r, size_t pi) {
+  std::set<size_t> closure;
+  std::vector<size_t> stack = {pi};
+  while (!stack.empty()) {
+    size_t k = stack.back();
+    stack.pop_back();
+    if (!closure.insert(k).second) continue;
+    for (const auto& d : r.pending[k].depends_on) stack.push_back(d.on);
+  }
+  return {closure.begin(), closure.end()};
+}
+
 void assess_risks(const Config& cfg, const std::map<std::string, std::string>& fork_files, Report& r) {
   for (auto& p : r.pending) {
     std::vector<std::string> risky, collide;
@@ -187,15 +199,7 @@ Emergency plan_emergency(Work& w, const Report& r, const Options& opt, const std
   size_t idx = emergency_target(w, r, opt.emergency, sha, upstream_ref);
   Emergency e;
   e.target = r.pending[idx].commit;
-  std::set<size_t> closure;
-  std::vector<size_t> stack = {idx};
-  while (!stack.empty()) {
-    size_t k = stack.back();
-    stack.pop_back();
-    if (!closure.insert(k).second) continue;
-    for (const auto& d : r.pending[k].depends_on) stack.push_back(d.on);
-  }
-  e.closure.assign(closure.begin(), closure.end());
+  e.closure = dependency_closure(r, idx);
   std::vector<bool> after = w.integ;
   for (size_t k : e.closure) after[w.range_of[k]] = true;
   e.after = w.an.metrics(w.s, after);

@@ -10,19 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "git/git.h"
-#include "tests/common/temp_repo.h"
-#include "upstream/upstream.h"
+#include "tests/upstream/scenario.h"
 
 using namespace kb;
 using kbtest::day;
 
 namespace {
 
-struct Pair {
-  kbtest::TempRepo repo;
-  std::map<std::string, std::string> sha;
-};
+using Pair = kbtest::upstream_scenario::Scenario;  // a repository and its named commits
 
 Pair& pair() {
   static Pair* p = [] {
