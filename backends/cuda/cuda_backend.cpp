@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/nvrtc_cubin.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
@@ -103,44 +104,18 @@ CompileOutput compile_clang(const CompileRequest& req, const std::string& src, c
   return {a.log + b.log, a.wall_s + b.wall_s};
 }
 
-std::string nvrtc_error(nvrtcResult r) { return nvrtcGetErrorString(r); }
-
 CompileOutput compile_nvrtc(const CompileRequest& req, const std::string& src, const std::string& cubin) {
   const auto& tc = *req.toolchain;
-  std::string text = read_file(src);
   std::vector<std::string> opts = {"-arch=" + tc.target, "-std=c++17", "-Xptxas=-v"};
   for (auto& f : common_defines(req)) opts.push_back(f);
   for (const auto& f : tc.flags) opts.push_back(f);
-  std::vector<const char*> copts;
-  for (auto& o : opts) copts.push_back(o.c_str());
   auto t0 = std::chrono::steady_clock::now();
-  nvrtcProgram prog = nullptr;
-  nvrtcResult rc = nvrtcCreateProgram(&prog, text.c_str(), src.c_str(), 0, nullptr, nullptr);
-  if (rc != NVRTC_SUCCESS) throw CompileError(fmt::format("nvrtcCreateProgram: {}", nvrtc_error(rc)), "");
-  struct Guard {
-    nvrtcProgram* p;
-    ~Guard() { nvrtcDestroyProgram(p); }
-  } guard{&prog};
-  rc = nvrtcCompileProgram(prog, int(copts.size()), copts.data());
-  size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  if (log_size) nvrtcGetProgramLog(prog, log.data());
-  while (!log.empty() && log.back() == '\0') log.pop_back();
-  if (rc != NVRTC_SUCCESS)
-    throw CompileError(fmt::format("{} failed ({}) compiling {}", tc.name, nvrtc_error(rc), req.kernel->source),
-                       tail(log));
-  size_t size = 0;
-  rc = nvrtcGetCUBINSize(prog, &size);
-  if (rc != NVRTC_SUCCESS || size == 0)
-    throw CompileError(fmt::format("{}: no cubin ({}); is the target a real sm_XX arch?", tc.name, nvrtc_error(rc)),
-                       tail(log));
-  std::string image(size, '\0');
-  rc = nvrtcGetCUBIN(prog, image.data());
-  if (rc != NVRTC_SUCCESS) throw CompileError(fmt::format("nvrtcGetCUBIN: {}", nvrtc_error(rc)), tail(log));
+  NvrtcResult r = nvrtc_cubin(read_file(src), src, opts);
+  if (r.cubin.empty())
+    throw CompileError(fmt::format("{}: {} compiling {}", tc.name, r.error, req.kernel->source), tail(r.log));
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  write_file_atomic(cubin, image);
-  return {log, wall};
+  write_file_atomic(cubin, r.cubin);
+  return {r.log, wall};
 }
 
 // ---- the backend

@@ -1,13 +1,12 @@
 #include "backends/cuda/device_digest.h"
 
-#include <nvrtc.h>
-
 #include <map>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/nvrtc_cubin.h"
 #include "core/error.h"
 
 namespace kb::cuda {
@@ -114,25 +113,9 @@ const std::string& digest_cubin(int sm) {
   static std::map<int, std::string> cubins;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cubins.find(sm); it != cubins.end()) return it->second;
-  nvrtcProgram prog = nullptr;
-  if (nvrtcCreateProgram(&prog, kSource, "kb_digest.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS)
-    throw Error("digest kernels: nvrtcCreateProgram failed");
-  struct Guard {
-    nvrtcProgram* p;
-    ~Guard() { nvrtcDestroyProgram(p); }
-  } guard{&prog};
-  const std::string arch = fmt::format("-arch=sm_{}", sm);
-  const char* opts[] = {arch.c_str(), "-std=c++17"};
-  const nvrtcResult rc = nvrtcCompileProgram(prog, 2, opts);
-  size_t log_size = 0, size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
-  std::string log(log_size, '\0');
-  if (log_size) nvrtcGetProgramLog(prog, log.data());
-  if (rc != NVRTC_SUCCESS || nvrtcGetCUBINSize(prog, &size) != NVRTC_SUCCESS || size == 0)
-    throw Error(fmt::format("digest kernels do not compile for sm_{}: {} {}", sm, nvrtcGetErrorString(rc), log));
-  std::string image(size, '\0');
-  if (nvrtcGetCUBIN(prog, image.data()) != NVRTC_SUCCESS) throw Error("digest kernels: nvrtcGetCUBIN failed");
-  return cubins[sm] = std::move(image);
+  NvrtcResult r = nvrtc_cubin(kSource, "kb_digest.cu", {fmt::format("-arch=sm_{}", sm), "-std=c++17"});
+  if (r.cubin.empty()) throw Error(fmt::format("digest kernels do not compile for sm_{}: {} {}", sm, r.error, r.log));
+  return cubins[sm] = std::move(r.cubin);
 }
 
 DeviceDigest::DeviceDigest(int sm, CUstream stream) : stream_(stream) {
