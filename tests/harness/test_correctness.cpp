@@ -23,6 +23,7 @@
 #include "core/fsutil.h"
 #include "harness/check.h"
 #include "harness/reference.h"
+#include "tests/common/mutants.h"
 
 using namespace kb;
 namespace fs = std::filesystem;
@@ -245,22 +246,8 @@ TEST(ToleranceFloor, EveryCpuKernelConfigPassesAtEveryK) {
 
 namespace {
 
-using Edit = std::pair<std::string, std::string>;  // replace the first `first` with `second`
-
-// A copy of the kernel tree with text replacements in one CPU kernel file: a mutant.
-std::string mutant_tree(const std::string& dir, const std::string& file, const std::vector<Edit>& edits) {
-  const std::string root = dir + "/kernels";
-  fs::remove_all(root);
-  fs::copy(kernel_dir(), root, fs::copy_options::recursive);
-  std::string text = read_file(root + "/cpu/" + file);
-  for (const auto& [from, to] : edits) {
-    const size_t at = text.find(from);
-    if (at == std::string::npos) throw std::runtime_error("mutant: '" + from + "' not in " + file);
-    text.replace(at, from.size(), to);
-  }
-  write_file_atomic(root + "/cpu/" + file, text);
-  return root;
-}
+using test::Edit;
+using test::mutant_tree;
 
 struct RealMutant {
   const char* name;
@@ -286,18 +273,18 @@ std::vector<RealMutant> real_mutants() {
                       "u_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u; memcpy(&t_, &u_, 4); acc[r][c] = t_; }"};
   return {
       // The first tile is skipped and accumulation starts one tile late (not on NaN-poisoned C).
-      {"K tile dropped (first)", "matmul_tiled.cpp", {drop("0"), {"/*accumulate=*/k0 > 0", "/*accumulate=*/k0 > BK"}}},
-      {"K tile dropped (middle)", "matmul_tiled.cpp", {drop("((K + BK - 1) / BK) / 2")}},
-      {"K tile dropped (last)", "matmul_tiled.cpp", {drop("(K + BK - 1) / BK - 1")}},
-      {"last row tile not written", "matmul_tiled.cpp", {row_tile}},
-      {"last column tile not written", "matmul_tiled.cpp", {col_tile}},
-      {"A read transposed", "gemm_common.h", {{"load(A, (i0 + s + r) * lda + k0 + k)", "load(A, (k0 + k) * lda + i0 + s + r)"}},
+      {"K tile dropped (first)", "cpu/matmul_tiled.cpp", {drop("0"), {"/*accumulate=*/k0 > 0", "/*accumulate=*/k0 > BK"}}},
+      {"K tile dropped (middle)", "cpu/matmul_tiled.cpp", {drop("((K + BK - 1) / BK) / 2")}},
+      {"K tile dropped (last)", "cpu/matmul_tiled.cpp", {drop("(K + BK - 1) / BK - 1")}},
+      {"last row tile not written", "cpu/matmul_tiled.cpp", {row_tile}},
+      {"last column tile not written", "cpu/matmul_tiled.cpp", {col_tile}},
+      {"A read transposed", "cpu/gemm_common.h", {{"load(A, (i0 + s + r) * lda + k0 + k)", "load(A, (k0 + k) * lda + i0 + s + r)"}},
        true},
-      {"tile written over its neighbour", "matmul_tiled.cpp",
+      {"tile written over its neighbour", "cpu/matmul_tiled.cpp",
        {{call, call + "\n          if (j0 == BN) block_multiply(pa.data(), pb.data(), C, N, i0, 0, mc, std::min(nc, BN), kc, "
                       "k0 > 0);"}}},
-      {"accumulation in the input dtype", "gemm_common.h", {bf16_acc}, false, true},
-      {"output tile unwritten", "matmul_tiled.cpp", {{call, "          if (!(i0 == 0 && j0 == 0))\n  " + call}}},
+      {"accumulation in the input dtype", "cpu/gemm_common.h", {bf16_acc}, false, true},
+      {"output tile unwritten", "cpu/matmul_tiled.cpp", {{call, "          if (!(i0 == 0 && j0 == 0))\n  " + call}}},
   };
 }
 
