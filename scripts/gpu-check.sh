@@ -10,7 +10,9 @@
 #   --deps PREFIX .deb packages unpacked with `dpkg -x` into PREFIX (for the fallback build).
 # Then: (1) correctness of every CUDA kernel config on small shapes (odd M, edge tiles), through every
 # sm_90 toolchain found; (2) a short timed sweep (bf16, 4096^3 and LLaMA shapes); (3) cuBLAS
-# (cublasGemmEx, bf16 in, fp32 out) on the same shapes as the reference, built here with nvcc.
+# (cublasGemmEx, bf16 in, fp32 out) on the same shapes as the reference, built here with nvcc;
+# (4) the CUDA mutants and the device digest (test_backends_cuda, carried in the bundle when --pack
+# found it in the build): every mutant must be reported incorrect on the GPU.
 # Everything goes under --out (default ./gpu-check-out); the last line is `gpu-check: N passed, M failed`.
 # It never changes clocks, power limits, persistence or MIG: the card is measured as found.
 set -euo pipefail
@@ -53,6 +55,13 @@ if [[ -n "$pack" ]]; then
   [[ -x "$build_dir/kbisect" ]] || die "--pack: $build_dir/kbisect not found (build it first)"
   mkdir -p "$pack/lib"
   cp "$build_dir/kbisect" "$pack/kbisect"
+  bins=("$build_dir/kbisect")
+  if [[ -x "$build_dir/tests/test_backends_cuda" ]]; then
+    cp "$build_dir/tests/test_backends_cuda" "$pack/test_backends_cuda"
+    bins+=("$build_dir/tests/test_backends_cuda")
+  else
+    log "no $build_dir/tests/test_backends_cuda: the bundle runs without the mutant step"
+  fi
   while read -r lib; do
     [[ -n "$lib" && -f "$lib" ]] || continue
     is_system_lib "$lib" && continue
@@ -64,7 +73,7 @@ if [[ -n "$pack" ]]; then
     else
       cp -L "$lib" "$pack/lib/$name"
     fi
-  done < <(ldd "$build_dir/kbisect" | awk '/=>/ {print $3}')
+  done < <(for b in "${bins[@]}"; do ldd "$b"; done | awk '/=>/ {print $3}' | sort -u)
   du -sh "$pack" >&2
   log "bundle ready in $pack (carry it with the source tree; run scripts/gpu-check.sh --bundle $pack)"
   exit 0
@@ -179,11 +188,24 @@ else
   log "cuBLAS reference did not build (see $out/cublas_build.log)"
 fi
 
+# (4) mutants: each classic GEMM bug of matmul_tiled must fail the full and the fast (device) check
+mutants_rc=skipped
+if [[ -n "$bundle" && -x "$bundle/test_backends_cuda" ]]; then
+  log "CUDA mutants and device digest"
+  set +e
+  "$bundle/test_backends_cuda" --gtest_filter='CudaMutants.*:CudaDigest.*' > "$out/mutants.txt" 2>&1
+  mutants_rc=$?
+  set -e
+  tail -3 "$out/mutants.txt"
+else
+  log "no test_backends_cuda in the bundle: the mutant step is skipped"
+fi
+
 log "total $(( $(date +%s) - start )) s so far; summary follows"
 # Summary table (last lines): per case status, and timed figures next to cuBLAS.
-python3 - "$out" "$cublas_ok" <<'PY'
+python3 - "$out" "$cublas_ok" "$mutants_rc" <<'PY'
 import json, os, sys
-out, cublas_ok = sys.argv[1], sys.argv[2] == "1"
+out, cublas_ok, mutants_rc = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
 passed = failed = skipped = 0
 def load(p):
     try:
@@ -214,6 +236,14 @@ if cublas_ok:
 else:
     failed += 1
     print("FAIL cuBLAS reference did not run")
+if mutants_rc == "skipped":
+    skipped += 1
+    print("SKIP mutants: test_backends_cuda was not in the bundle")
+elif mutants_rc == "0":
+    passed += 1
+else:
+    failed += 1
+    print(f"FAIL mutants: test_backends_cuda exited {mutants_rc} (see {out}/mutants.txt)")
 rows = []
 for c in timed or []:
     if c.get("status") != "ok": continue
