@@ -113,13 +113,18 @@ const std::vector<std::string> kHeader = {"(M, N, K)", "kernel", "params", "dtyp
 std::string render_table(const RunResults& r) {
   std::string s = text_table(kHeader, case_rows(r));
   size_t ok = 0, skipped = 0, bad = 0;
+  double check_s = 0, measure_s = 0;
   for (const auto& c : r.cases) {
+    check_s += c.check_s;
+    measure_s += c.measure_s;
     if (c.status == CaseStatus::ok) ++ok;
     else if (c.status == CaseStatus::skipped) ++skipped;
     else ++bad;
   }
-  s += fmt::format("{} cases: {} ok, {} skipped, {} failed or incorrect; {:.1f} s\n", r.cases.size(), ok, skipped, bad,
+  s += fmt::format("{} cases: {} ok, {} skipped, {} failed or incorrect; {:.1f} s", r.cases.size(), ok, skipped, bad,
                    r.wall_s);
+  if (check_s > 0 || measure_s > 0) s += fmt::format(" (checking {:.1f} s, measuring {:.1f} s)", check_s, measure_s);
+  s += "\n";
   return s;
 }
 

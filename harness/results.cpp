@@ -101,6 +101,7 @@ json to_json(const CaseResult& c) {
   }
   if (c.checked) {
     j["correctness"] = {{"max_error", c.max_error}, {"tolerance", c.tolerance}};
+    if (c.check_s > 0) j["correctness"]["seconds"] = c.check_s;
     if (!c.check_method.empty()) {
       j["correctness"]["method"] = c.check_method;
       j["correctness"]["elements_checked"] = c.check_elements;
@@ -108,6 +109,7 @@ json to_json(const CaseResult& c) {
     }
   }
   j["samples_s"] = c.samples_s;
+  if (c.measure_s > 0) j["measure_s"] = c.measure_s;
   if (!c.clocks_mhz.empty()) j["clocks_mhz"] = c.clocks_mhz;
   const auto& m = c.conditions;
   j["conditions"] = {{"mode", m.mode},
@@ -175,8 +177,10 @@ CaseResult read_case(const json& j) {
     c.check_method = j["correctness"].value("method", "");
     c.check_elements = j["correctness"].value("elements_checked", int64_t(0));
     c.projection_ratio = j["correctness"].value("projection_ratio", 0.0);
+    c.check_s = j["correctness"].value("seconds", 0.0);
   }
   if (j.contains("samples_s")) c.samples_s = field<std::vector<double>>(j, "samples_s", ctx);
+  if (j.contains("measure_s")) c.measure_s = field<double>(j, "measure_s", ctx);
   if (j.contains("clocks_mhz")) c.clocks_mhz = field<std::vector<double>>(j, "clocks_mhz", ctx);
   if (j.contains("conditions") && j["conditions"].is_object()) {
     const auto& m = j["conditions"];

@@ -70,11 +70,13 @@ struct CaseResult {
   std::string check_method;     // "full" or "fast" (harness/check.h)
   int64_t check_elements = 0;   // elements compared exactly
   double projection_ratio = 0;  // fast: worst projection error / its bound
+  double check_s = 0;           // wall time of the check: the reference (when built for this case) + compare
 
   // Timing.
   std::vector<double> samples_s;
   std::vector<double> clocks_mhz;  // per sample, when the backend reports it
   MeasureConditions conditions;
+  double measure_s = 0;  // wall time of the measurement: warm-up, samples and what the loop spent between them
   Summary summary;
 
   // Matching key across runs: kernel, backend, params, shape, dtype (no toolchain).

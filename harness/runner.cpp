@@ -8,6 +8,11 @@
 #include "core/error.h"
 
 namespace kb {
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
 
 CaseResult blank_result(const PlannedCase& pc) {
   CaseResult r;
@@ -73,11 +78,16 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
   }
   try {
     auto exe = be.load(art);
+    const auto t_ref = std::chrono::steady_clock::now();
     auto problem = refs.get(pc.c.shape, pc.c.dtype);
+    double check_s = seconds_since(t_ref);
     exe->prepare(pc.c.shape, problem->A, problem->B);
     exe->run(1);
+    const auto t_cmp = std::chrono::steady_clock::now();
     Check chk = check_executable(*problem, *exe, pc.c.kernel->tolerance);
+    check_s += seconds_since(t_cmp);
     r.checked = true;
+    r.check_s = check_s;
     r.max_error = chk.max_error;
     r.tolerance = chk.tolerance;
     r.check_method = chk.method;
@@ -150,7 +160,9 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& l
     PreparedCase prep = prepare_case(pc, cache, refs);
     if (prep.ready()) {
       try {
+        const auto t_m = std::chrono::steady_clock::now();
         auto m = measure_interleaved({prep.exe.get()}, pc.measure);
+        prep.result.measure_s = seconds_since(t_m);
         record_measurement(prep.result, m[0]);
       } catch (const Error& e) {
         prep.result.status = CaseStatus::failed;
