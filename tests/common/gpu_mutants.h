@@ -4,10 +4,10 @@
 #pragma once
 #include <algorithm>
 #include <functional>
-#include <future>
 #include <iostream>
 #include <map>
-#include <mutex>
+#include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include "harness/reference.h"
 #include "tests/backends/compile_request.h"
 #include "tests/common/mutants.h"
+#include "tests/common/two_threads.h"
 
 namespace kb::test {
 
@@ -61,7 +62,7 @@ struct MutantBuilds {
   std::string dir = temp_dir("kb-gpu-mutants");
   std::vector<GpuMutant> mutants;
   std::vector<Toolchain> tcs;
-  std::map<std::pair<int, std::string>, MutantBuild> correct;  // (dtype, toolchain name)
+  std::map<std::pair<int, size_t>, MutantBuild> correct;  // (dtype, index into tcs)
   std::vector<std::vector<MutantBuild>> of_mutant;             // [mutant][toolchain]
 
   // `params_for` gives the parameters each dtype is compiled with (the kernel's defaults when empty).
@@ -77,11 +78,11 @@ struct MutantBuilds {
     };
     std::vector<Job> jobs;
     of_mutant.assign(mutants.size(), std::vector<MutantBuild>(tcs.size()));
-    for (const auto& tc : tcs)
+    for (size_t t = 0; t < tcs.size(); ++t)
       for (const auto& m : mutants)
-        if (!correct.count({int(m.dtype), tc.name}))
-          jobs.push_back({kernel_dir(), m.dtype, &tc, fmt::format("correct/{}/{}", to_string(m.dtype), tc.name),
-                          &correct[{int(m.dtype), tc.name}]});
+        if (!correct.count({int(m.dtype), t}))
+          jobs.push_back({kernel_dir(), m.dtype, &tcs[t], fmt::format("correct/{}/{}", to_string(m.dtype), tcs[t].name),
+                          &correct[{int(m.dtype), t}]});
     for (size_t i = 0; i < mutants.size(); ++i) {
       const std::string root = mutant_tree(fmt::format("{}/m{}", dir, i), mutants[i].file, mutants[i].edits);
       for (size_t t = 0; t < tcs.size(); ++t)
@@ -89,31 +90,18 @@ struct MutantBuilds {
                         fmt::format("{}/{}/{}", mutants[i].name, to_string(mutants[i].dtype), tcs[t].name),
                         &of_mutant[i][t]});
     }
-    std::mutex mu;
-    size_t next = 0;
-    auto worker = [&] {
-      for (;;) {
-        size_t j;
-        {
-          std::lock_guard<std::mutex> l(mu);
-          if (next == jobs.size()) return;
-          j = next++;
-        }
-        const Job& job = jobs[j];
-        *job.into = compile_from(be, kernel, params_for ? params_for(job.d) : Params{}, job.root, job.d, *job.tc,
-                                 fmt::format("{}/out{}", dir, j), job.what);
-      }
-    };
-    auto other = std::async(std::launch::async, worker);
-    worker();
-    other.get();
+    test::on_two_threads(jobs.size(), [&](size_t j) {
+      const Job& job = jobs[j];
+      *job.into = compile_from(be, kernel, params_for ? params_for(job.d) : Params{}, job.root, job.d, *job.tc,
+                               fmt::format("{}/out{}", dir, j), job.what);
+    });
   }
   ~MutantBuilds() { remove_tree(dir); }
   MutantBuilds(const MutantBuilds&) = delete;
   MutantBuilds& operator=(const MutantBuilds&) = delete;
 
   const MutantBuild& correct_for(size_t mutant, size_t tc) const {
-    return correct.at({int(mutants[mutant].dtype), tcs[tc].name});
+    return correct.at({int(mutants[mutant].dtype), tc});
   }
 };
 
@@ -133,17 +121,34 @@ struct Verdicts {
   Check full, fast;
 };
 
+// The inputs and both references (full, and the fast check's at every size: on the device digest where
+// the backend has one) of each shape and dtype, built once for all mutants and toolchains.
+class Problems {
+ public:
+  const GemmProblem& full(const Shape& s, DType d) { return *get(s, d, false); }
+  const GemmProblem& fast(const Shape& s, DType d) { return *get(s, d, true); }
+
+ private:
+  std::shared_ptr<const GemmProblem> get(const Shape& s, DType d, bool fast) {
+    auto& p = items_[{s.str(), int(d), fast}];
+    if (!p) {
+      ReferenceOptions opts;
+      if (fast) opts.full_max_flop = 0;
+      p = make_problem(s, d, 42, opts);
+    }
+    return p;
+  }
+  std::map<std::tuple<std::string, int, bool>, std::shared_ptr<const GemmProblem>> items_;
+};
+
 // Loads `art`, runs it once at `s` and checks the result with the full check and the fast one.
-inline Verdicts run_and_check(Backend& be, const Artifact& art, const Shape& s, DType d) {
+inline Verdicts run_and_check(Backend& be, const Artifact& art, const Shape& s, DType d, Problems& problems) {
   const KernelDecl& k = find_kernel(be.name(), art.kernel);
-  ReferenceOptions quick;
-  quick.full_max_flop = 0;  // the fast check at every size (on the device digest where the backend has one)
-  const auto full = make_problem(s, d, 42);
-  const auto fast = make_problem(s, d, 42, quick);
+  const GemmProblem& full = problems.full(s, d);
   auto exe = be.load(art);
-  exe->prepare(s, full->A, full->B);
+  exe->prepare(s, full.A, full.B);
   exe->run(1);
-  return {check_executable(*full, *exe, k.tolerance), check_executable(*fast, *exe, k.tolerance)};
+  return {check_executable(full, *exe, k.tolerance), check_executable(problems.fast(s, d), *exe, k.tolerance)};
 }
 
 // On a device: the correct kernels pass at every shape, and every mutant fails both checks at every shape.
@@ -153,32 +158,32 @@ inline void expect_mutants_incorrect(Backend& be, const MutantBuilds& b,
                                      const std::function<std::vector<Shape>(DType)>& shapes_for) {
   for (size_t i = 0; i < b.mutants.size(); ++i)
     for (size_t t = 0; t < b.tcs.size(); ++t) ASSERT_TRUE(b.of_mutant[i][t].error.empty()) << b.of_mutant[i][t].what;
+  Problems problems;
   std::vector<bool> runs(b.tcs.size(), true);
   for (const auto& [key, c] : b.correct) {
     ASSERT_TRUE(c.error.empty()) << c.what << ": " << c.error;
-    const size_t t = size_t(std::find_if(b.tcs.begin(), b.tcs.end(), [&](const Toolchain& x) { return x.name == key.second; }) -
-                            b.tcs.begin());
+    const size_t t = key.second;
     try {
       be.load(c.art);
     } catch (const EnvError& e) {
-      std::cout << "skipping " << key.second << " on this device: " << e.what() << "\n";
+      std::cout << "skipping " << b.tcs[t].name << " on this device: " << e.what() << "\n";
       runs[t] = false;
       continue;
     }
     for (const Shape& s : shapes_for(c.art.dtype)) {
-      const Verdicts v = run_and_check(be, c.art, s, c.art.dtype);
+      const Verdicts v = run_and_check(be, c.art, s, c.art.dtype, problems);
       EXPECT_TRUE(v.full.ok) << c.what << " at " << s.str() << ": " << v.full.detail;
       EXPECT_TRUE(v.fast.ok) << c.what << " at " << s.str() << ": " << v.fast.detail;
     }
   }
-  ASSERT_TRUE(std::find(runs.begin(), runs.end(), true) != runs.end()) << "no toolchain's code loads on this device";
+  ASSERT_NE(std::count(runs.begin(), runs.end(), true), 0) << "no toolchain's code loads on this device";
   int caught = 0, total = 0;
   for (size_t i = 0; i < b.mutants.size(); ++i)
     for (size_t t = 0; t < b.tcs.size(); ++t) {
       if (!runs[t]) continue;
       const MutantBuild& m = b.of_mutant[i][t];
       for (const Shape& s : shapes_for(b.mutants[i].dtype)) {
-        const Verdicts v = run_and_check(be, m.art, s, b.mutants[i].dtype);
+        const Verdicts v = run_and_check(be, m.art, s, b.mutants[i].dtype, problems);
         EXPECT_FALSE(v.full.ok) << m.what << " at " << s.str() << " passed the full check";
         EXPECT_FALSE(v.fast.ok) << m.what << " at " << s.str() << " passed the fast check";
         caught += !v.full.ok && !v.fast.ok;

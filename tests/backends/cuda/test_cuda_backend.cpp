@@ -1,12 +1,9 @@
 // CUDA backend tests that need no GPU: every kernel config compiles through every compile path for the
 // arches it claims, cubin metrics equal ptxas' own figures, spills show up under register starvation,
 // code hashes track code, the no-driver reason is exact, and a sweep skips CUDA cases with static metrics.
-#include <dlfcn.h>
 
 #include <filesystem>
-#include <future>
 #include <map>
-#include <mutex>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,23 +19,16 @@
 #include "harness/check.h"
 #include "harness/reference.h"
 #include "tests/backends/compile_request.h"
+#include "tests/backends/cuda/cuda_fixture.h"
+#include "tests/common/two_threads.h"
 
 namespace kb {
 namespace {
 
 namespace fs = std::filesystem;
 
-bool driver_present() {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h) dlclose(h);
-  return h != nullptr;
-}
-
-Backend& cuda_backend() {
-  Backend* b = find_backend("cuda");
-  if (!b) throw Error("cuda backend not built in");
-  return *b;
-}
+using cudatest::cuda_backend;
+using cudatest::driver_present;
 
 Toolchain preset(const std::string& name) {
   for (auto& t : cuda_backend().presets())
@@ -216,22 +206,9 @@ TEST(CudaBackend, EveryConfigCompilesOnEveryClaimedArch) {
   EXPECT_GT(per_kernel["matmul_ws_sm90"], 0);
 
   std::vector<Compiled> results(jobs.size());
-  std::mutex mu;
-  size_t next = 0;
-  auto worker = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::lock_guard<std::mutex> l(mu);
-        if (next == jobs.size()) return;
-        i = next++;
-      }
-      results[i] = compile(*jobs[i].k, jobs[i].params, jobs[i].dtype, *jobs[i].tc);
-    }
-  };
-  auto f1 = std::async(std::launch::async, worker);
-  worker();
-  f1.get();
+  test::on_two_threads(jobs.size(), [&](size_t i) {
+    results[i] = compile(*jobs[i].k, jobs[i].params, jobs[i].dtype, *jobs[i].tc);
+  });
 
   std::set<std::string> cross_checked;
   for (size_t i = 0; i < jobs.size(); ++i) {

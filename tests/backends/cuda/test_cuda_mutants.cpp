@@ -5,10 +5,9 @@
 // - On a GPU (scripts/gpu-check.sh runs this binary): every mutant runs at small, square and odd shapes
 //   and is reported incorrect by the full check and by the fast device-side check, while the correct
 //   kernel passes both at the same shapes.
-#include <dlfcn.h>
-
 #include <gtest/gtest.h>
 
+#include "tests/backends/cuda/cuda_fixture.h"
 #include "tests/common/gpu_mutants.h"
 
 namespace kb {
@@ -76,11 +75,7 @@ std::vector<GpuMutant> all_mutants() {
   return v;
 }
 
-Backend& cuda() {
-  Backend* b = find_backend("cuda");
-  if (!b) throw Error("cuda backend not built in");
-  return *b;
-}
+Backend& cuda() { return cudatest::cuda_backend(); }
 
 std::vector<Toolchain> toolchains() {
   std::vector<Toolchain> out;
@@ -95,12 +90,6 @@ std::vector<Toolchain> toolchains() {
 test::MutantBuilds& builds() {
   static test::MutantBuilds b(cuda(), "matmul_tiled", all_mutants(), toolchains());
   return b;
-}
-
-bool driver_present() {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h) dlclose(h);
-  return h != nullptr;
 }
 
 TEST(CudaMutants, EveryMutantCompilesToOtherMachineCode) {
@@ -121,7 +110,7 @@ std::vector<Shape> shapes_for(DType d) {
 }
 
 TEST(CudaMutants, EveryMutantIsIncorrectOnTheDevice) {
-  if (!driver_present()) GTEST_SKIP() << "no CUDA driver (libcuda.so.1): the mutants run in scripts/gpu-check.sh";
+  if (!cudatest::driver_present()) GTEST_SKIP() << "no CUDA driver (libcuda.so.1): the mutants run in scripts/gpu-check.sh";
   if (!cuda().available().ok) GTEST_SKIP() << "no usable CUDA device: " << cuda().available().reason;
   test::expect_mutants_incorrect(cuda(), builds(), shapes_for);
 }
