@@ -13,6 +13,7 @@ namespace kb::report::svg {
 namespace {
 
 constexpr double kFont = 11, kCharWidth = 6.6, kPad = 6, kTop = 20;
+constexpr double kTickFont = 10, kTickCharWidth = kCharWidth * kTickFont / kFont;  // x tick labels
 
 double nice_step(double range, int max_ticks) {
   double raw = range / std::max(1, max_ticks - 1);
@@ -81,6 +82,19 @@ struct Frame {
   double py(const Scale& s, double v) const { return kTop + ph * (1 - (v - s.lo) / (s.hi - s.lo)); }
 };
 
+// The x axis's labels as drawn, left to right, with their x values: the text labels (at most 16 shown), else
+// the round ticks.
+std::vector<std::pair<double, std::string>> shown_x_labels(const Plot& p, const Scale& sx) {
+  std::vector<std::pair<double, std::string>> out;
+  if (p.x_labels.empty()) {
+    for (double t : sx.ticks) out.push_back({t, tick_label(t, sx.step(), p.x.sign, p.x.suffix)});
+  } else {
+    const size_t every = (p.x_labels.size() + 15) / 16;
+    for (size_t i = 0; i < p.x_labels.size(); i += every) out.push_back(p.x_labels[i]);
+  }
+  return out;
+}
+
 Frame frame_for(const Plot& p) {
   Frame f;
   std::vector<double> xs, ys, y2s;
@@ -103,6 +117,13 @@ Frame frame_for(const Plot& p) {
   f.L = kPad + double(widest_label(f.sy, p.y)) * kCharWidth + kPad + (p.y.label.empty() ? 0 : kFont + kPad);
   f.R = f.has_y2 ? kPad + double(widest_label(f.sy2, p.y2)) * kCharWidth + kPad + (p.y2.label.empty() ? 0 : kFont + kPad)
                  : 16;
+  // The x labels are centred on their points, and the first and last sit on the plot's edges: the margins
+  // leave room for their halves, so a date at the right end is not cut off by the picture's border.
+  const auto xl = shown_x_labels(p, f.sx);
+  if (!xl.empty()) {
+    f.L = std::max(f.L, double(text_width(xl.front().second)) * kTickCharWidth / 2 + 2);
+    f.R = std::max(f.R, double(text_width(xl.back().second)) * kTickCharWidth / 2 + 2);
+  }
   f.B = 14 + kPad + (p.x.label.empty() ? 0 : kFont + kPad) + 18;
   f.W = p.width;
   f.H = p.height;
@@ -138,16 +159,9 @@ std::string y_axes(const Plot& p, const Frame& f) {
 std::string x_axis(const Plot& p, const Frame& f) {
   std::string o;
   double xt = kTop + f.ph + 14;
-  if (p.x_labels.empty()) {
-    for (double t : f.sx.ticks)
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n", f.px(t),
-                       xt, escape(tick_label(t, f.sx.step(), p.x.sign, p.x.suffix)));
-  } else {
-    size_t every = (p.x_labels.size() + 15) / 16;
-    for (size_t i = 0; i < p.x_labels.size(); i += every)
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n",
-                       f.px(p.x_labels[i].first), xt, escape(p.x_labels[i].second));
-  }
+  for (const auto& [x, text] : shown_x_labels(p, f.sx))
+    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\">{}</text>\n", f.px(x), xt,
+                     kTickFont, escape(text));
   if (!p.x.label.empty())
     o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" text-anchor=\"middle\">{}</text>\n",
                      f.L + f.pw / 2, xt + kPad + kFont, kFont, escape(p.x.label));
@@ -163,9 +177,14 @@ std::string markers(const Plot& p, const Frame& f) {
                     : fmt::format("<line x1=\"{1:.1f}\" y1=\"{0:.1f}\" x2=\"{2:.1f}\" y2=\"{0:.1f}\"", a, f.L, f.L + f.pw);
     o += fmt::format(" stroke=\"{}\" stroke-dasharray=\"3,3\">", escape(m.color));
     o += m.label.empty() ? "</line>\n" : "<title>" + escape(m.label) + "</title></line>\n";
-    if (m.vertical && !m.text.empty())
-      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" fill=\"{}\">{}</text>\n", a + 3,
+    if (m.vertical && !m.text.empty()) {
+      // Right of the line, or left of it when it would run past the picture's right border (a culprit at
+      // the last commit).
+      const double w = double(text_width(m.text)) * kCharWidth;
+      const double tx = a + 3 + w > f.W - 2 ? std::max(2.0, a - 3 - w) : a + 3;
+      o += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"{}\" fill=\"{}\">{}</text>\n", tx,
                        kTop + 10 + 12 * double(text_row++ % 2), kFont, escape(m.color), escape(m.text));
+    }
   }
   return o;
 }

@@ -68,6 +68,35 @@ TEST(Svg, YAxisLabelLeftOfTickLabels) {
   EXPECT_LT(label_x + 3, tick_right - 6 * 6.6);  // the rotated label (baseline at x) ends left of the widest tick
 }
 
+// Seen in Chromium (scripts/render-reports): the last date of a nightly trend was cut off at the picture's
+// right border, and a culprit marker's text at the last commit ran past it.
+TEST(Svg, EdgeLabelsAndMarkerTextsStayInsideThePicture) {
+  svg::Plot p;
+  p.width = 640;
+  p.x.label = "night";
+  svg::Series s;
+  for (int i = 0; i < 6; ++i) {
+    s.points.push_back({double(i), i < 5 ? 1.0 : 3.0});
+    p.x_labels.push_back({double(i), "2026-01-0" + std::to_string(i + 1)});
+  }
+  p.series = {s};
+  p.markers = {svg::vertical_marker(4.5, "#c33", "culprit", "culprit 0123456789ab")};
+  const std::string o = svg::render(p);
+  std::smatch m;
+  std::string rest = o;
+  int dates = 0;
+  static const std::regex date(R"re(<text x="([0-9.]+)"[^>]*font-size="10" text-anchor="middle">(2026-[0-9-]+)<)re");
+  for (; std::regex_search(rest, m, date); rest = m.suffix(), ++dates) {
+    const double x = std::stod(m[1].str()), half = 6.0 * double(m[2].length()) / 2;  // 10 px text
+    EXPECT_GE(x - half, 0) << m[2];
+    EXPECT_LE(x + half, p.width) << m[2];
+  }
+  EXPECT_EQ(dates, 6) << o;
+  ASSERT_TRUE(std::regex_search(o, m, std::regex(R"re(<text x="([0-9.]+)"[^>]*>culprit 0123456789ab<)re"))) << o;
+  EXPECT_GE(std::stod(m[1].str()), 0);
+  EXPECT_LE(std::stod(m[1].str()) + 6.6 * 20, p.width) << o;
+}
+
 TEST(Table, AlignmentHeaderSeparator) {
   TextTable t({{"name"}, {"n", true}, {"note"}}, "  ");
   t.add_row({"a", "1", "x"});
