@@ -27,6 +27,48 @@ std::string html_escape(const std::string& s) {
   return o;
 }
 
+namespace {
+
+// Length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no surrogates, at most
+// U+10FFFF), or 0 when the bytes there are not one.
+size_t utf8_sequence(const std::string& s, size_t i) {
+  auto at = [&](size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+  unsigned b0 = at(0);
+  if (b0 < 0x80) return 1;
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xBF) { return at(k) >= lo && at(k) <= hi; };
+  if (b0 >= 0xC2 && b0 <= 0xDF) return cont(1) ? 2 : 0;
+  if (b0 >= 0xE0 && b0 <= 0xEF) {
+    unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    return cont(1, lo, hi) && cont(2) ? 3 : 0;
+  }
+  if (b0 >= 0xF0 && b0 <= 0xF4) {
+    unsigned lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string utf8_or_latin1(const std::string& s, size_t* bad) {
+  size_t n_bad = 0, i = 0;
+  std::string o;
+  while (i < s.size()) {
+    size_t len = utf8_sequence(s, i);
+    if (len) {
+      o.append(s, i, len);
+      i += len;
+      continue;
+    }
+    auto b = static_cast<unsigned char>(s[i++]);
+    o += static_cast<char>(0xC0 | (b >> 6));
+    o += static_cast<char>(0x80 | (b & 0x3F));
+    ++n_bad;
+  }
+  if (bad) *bad = n_bad;
+  return n_bad ? o : s;
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string o = "\"";

@@ -16,6 +16,11 @@ std::string md_escape(const std::string& s);
 // One CSV field (RFC 4180): quoted when it holds a comma, quote, CR or LF; quotes doubled.
 std::string csv_field(const std::string& s);
 
+// `s` as valid UTF-8: well-formed UTF-8 sequences are kept and every other byte is read as Latin-1
+// (0xE9 becomes "é"), the usual encoding of old non-UTF-8 commit messages. `*bad` (when given) is set to
+// the number of bytes so read; 0 means `s` was valid UTF-8 and is returned unchanged.
+std::string utf8_or_latin1(const std::string& s, size_t* bad = nullptr);
+
 // Seconds since the epoch as UTC text, strftime format (e.g. "%Y-%m-%dT%H:%M:%SZ").
 std::string utc_time(int64_t t, const char* format);
 

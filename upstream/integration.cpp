@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "upstream/internal.h"
 
 namespace kb::upstream::detail {
@@ -24,7 +25,17 @@ void Analyzer::load_infos(const std::vector<std::string>& shas) {
   for (const auto& s : shas)
     if (!infos_.count(s)) missing.push_back(s);
   if (missing.empty()) return;
-  for (auto& c : repo_.commit_infos(missing)) infos_.emplace(c.sha, std::move(c));
+  for (auto& c : repo_.commit_infos(missing)) {
+    // A message that is not UTF-8 (and has no encoding header git could convert from) would make
+    // the JSON invalid and the reports unreadable: read its stray bytes as Latin-1 and say so.
+    size_t bad = 0, sum = 0;
+    for (auto* f : {&c.subject, &c.message, &c.author_name}) {
+      *f = utf8_or_latin1(*f, &bad);
+      sum += bad;
+    }
+    if (sum) not_utf8_.push_back(c.sha);
+    infos_.emplace(c.sha, std::move(c));
+  }
 }
 
 const git::CommitInfo& Analyzer::info(const std::string& sha) {
@@ -70,6 +81,9 @@ std::vector<std::string> Analyzer::warnings() {
     out.push_back(fmt::format("commit {} ({}): cannot read {}: {}; its diff, patch id and added lines are left out",
                               short_sha(u.sha), info(u.sha).subject, paths, u.error));
   }
+  for (const auto& sha : not_utf8_)
+    out.push_back(fmt::format("commit {} ({}): its message is not UTF-8; its stray bytes were read as Latin-1",
+                              short_sha(sha), info(sha).subject));
   return out;
 }
 

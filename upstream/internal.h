@@ -63,6 +63,7 @@ class Analyzer {
   std::unordered_map<std::string, std::optional<std::string>> pids_;
   std::unordered_map<std::string, std::vector<std::string>> added_;
   std::vector<git::UnreadableCommit> bad_;
+  std::vector<std::string> not_utf8_;  // commits whose message or author was read as Latin-1, in read order
 };
 
 // upstream/picks.cpp: which upstream commits the fork carries (fills how, carrier, evidence,

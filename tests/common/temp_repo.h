@@ -2,6 +2,7 @@
 // runner, with fixed author and committer dates so every metric is exact.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -86,6 +87,19 @@ class TempRepo {
     git({"add", "-A"});
     git({"commit", "-q", "-m", message}, when);
     return git({"rev-parse", "HEAD"});
+  }
+  // Commits like commit(), with `raw` as the message byte for byte. git commit reads a message that is
+  // not UTF-8 as Latin-1 and stores it as UTF-8, so a raw message without an encoding header (as old or
+  // converted histories have) is made by rewriting the commit object.
+  std::string commit_raw_message(const std::string& raw, int64_t when) {
+    commit("kb-placeholder", when);
+    const std::string obj = git({"cat-file", "commit", "HEAD"});
+    const std::string object_file = root_ + "/.git/kb-raw-commit";
+    std::ofstream(object_file, std::ios::binary) << obj.substr(0, obj.rfind("\n\nkb-placeholder")) << "\n\n" << raw << "\n";
+    std::string sha = git({"hash-object", "-t", "commit", "-w", object_file});
+    std::remove(object_file.c_str());
+    git({"update-ref", "HEAD", sha});
+    return sha;
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include "report/svg.h"
 #include "report/table.h"
+#include "core/text.h"
 #include "tests/common/svg_checks.h"
 
 using namespace kb::report;
@@ -117,6 +118,25 @@ TEST(Table, Utf8WidthAndTruncation) {
   t.add_row({"ünïcödé text", "1"});
   t.add_row({"äb", "2"});
   EXPECT_EQ(t.render(), "s      x\nünï... 1\näb     2\n");
+}
+
+TEST(Text, Utf8OrLatin1KeepsUtf8AndReadsStrayBytesAsLatin1) {
+  size_t bad = 9;
+  EXPECT_EQ(kb::utf8_or_latin1("caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80", &bad), "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80");
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(kb::utf8_or_latin1("na\xefve caf\xe9", &bad), "na\xc3\xafve caf\xc3\xa9");
+  EXPECT_EQ(bad, 2u);
+  // Mixed: the valid sequence stays, the stray byte is converted; a truncated sequence at the end too.
+  EXPECT_EQ(kb::utf8_or_latin1("\xc3\xa9\xe9\xc3", &bad), "\xc3\xa9\xc3\xa9\xc3\x83");
+  EXPECT_EQ(bad, 2u);
+  // Overlong encodings and UTF-16 surrogates are not well-formed UTF-8.
+  EXPECT_EQ(kb::utf8_or_latin1("\xc0\xaf", &bad), "\xc3\x80\xc2\xaf");
+  EXPECT_EQ(bad, 2u);
+  kb::utf8_or_latin1("\xed\xa0\x80", &bad);
+  EXPECT_EQ(bad, 3u);
+  // Beyond U+10FFFF.
+  kb::utf8_or_latin1("\xf4\x90\x80\x80", &bad);
+  EXPECT_EQ(bad, 4u);
 }
 
 // The plot checks the report tests use reject what the old plots drew, and accept report/svg's ticks.

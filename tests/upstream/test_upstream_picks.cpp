@@ -1,10 +1,10 @@
 // Pick recognition on a generated fork/upstream pair that carries upstream work the way real forks do:
 // plain picks, a squashed bundle with a skipped section, a resolved pick with a changed diff, a pick
-// trailer, a pick whose context moved, a won't-port commit, GitHub reverts and relands, a non-ASCII
-// subject and an unreadable blob. Every date is fixed, so every figure is exact.
+// trailer, a pick whose context moved, a won't-port commit, GitHub reverts and relands, a UTF-8 and
+// a Latin-1 subject and an unreadable blob. Every date is fixed, so every figure is exact.
 //
 // Upstream `up` (U<n> at day n, PR numbers 101..111 in upstream's number space 100..999):
-//   U1 core (#101)  U2 feature two (#102)  U3 feature three (#103)  U4 feature four (#104)
+//   U1 core (#101)  U2 feature two (#102)  U3 feature three, a Latin-1 subject (#103)  U4 feature four (#104)
 //   U5 resolved (#105)  U6 trailer (#106)  U7 moved context (#107)  U8 won't port (#108)
 //   U9 non-ASCII subject (#109)  U10 Revert "feature two (#102)" (#110)  U11 Reland "feature two (#102)" (#111)
 // Fork `fork` (its own PRs #1..#9): picks U1 by cherry-pick (patch-id), bundles U2 and U4 (U3 under
@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/fsutil.h"
+#include "core/text.h"
 #include "git/git.h"
 #include "tests/common/temp_repo.h"
 #include "upstream/upstream.h"
@@ -35,7 +36,8 @@ void build_upstream(kbtest::TempRepo& r, std::map<std::string, std::string>& sha
   r.set_line("two.c", 3, "two v2");
   sha["U2"] = r.commit("x: feature two (#102)", day(2));
   r.set_line("three.c", 3, "three v2");
-  sha["U3"] = r.commit("x: feature three (#103)", day(3));
+  // Raw Latin-1 (0xEF is "ï"), no encoding header: git log passes the bytes through as they are.
+  sha["U3"] = r.commit_raw_message("x: feature three, na\xefve (#103)", day(3));
   r.set_line("four.c", 3, "four v2");
   sha["U4"] = r.commit("x: feature four (#104)", day(4));
   r.set_line("five.c", 3, "five v2");
@@ -150,9 +152,14 @@ TEST(UpstreamPicks, EveryConventionIsRecognized) {
   EXPECT_EQ(r.metrics.backlog_commits, 1);  // U3; U8 is excluded, not backlog
 
   // The unreadable blob degrades its commit with a warning naming commit and path.
-  ASSERT_EQ(r.warnings.size(), 1u);
+  ASSERT_EQ(r.warnings.size(), 2u);
   EXPECT_NE(r.warnings[0].find(S("F9").substr(0, 12)), std::string::npos) << r.warnings[0];
   EXPECT_NE(r.warnings[0].find("blob.bin"), std::string::npos) << r.warnings[0];
+  // The Latin-1 subject is read as Latin-1, with a warning naming the commit.
+  EXPECT_EQ(r.pending[0].commit.subject, "x: feature three, na\xc3\xafve (#103)");
+  EXPECT_EQ(r.warnings[1], "commit " + S("U3").substr(0, 12) +
+                               " (x: feature three, na\xc3\xafve (#103)): its message is not UTF-8; its stray "
+                               "bytes were read as Latin-1");
   // Picks are not fork-local changes; only the commit with the unreadable blob is left, unread.
   EXPECT_TRUE(r.fork_changed_files.empty());
 }
@@ -214,4 +221,20 @@ TEST(UpstreamPicks, GitHubRevertAndRelandOfAPickNetToNothing) {
   EXPECT_EQ(r.plan[1].reasons,
             std::vector<std::string>{"revert and reland of " + S("U2").substr(0, 12) +
                                      " (already in the fork) net to nothing: skip both"});
+}
+
+// Every report of the pair is valid UTF-8 (the Latin-1 subject converted, never passed through).
+TEST(UpstreamPicks, ReportsAreValidUtf8) {
+  git::Repo repo(pair().repo.path());
+  auto r = upstream::analyze(repo, "fork", "up", pair_config());
+  for (const auto& [name, text] : std::vector<std::pair<std::string, std::string>>{
+           {"text", upstream::render_table(r)},
+           {"markdown", upstream::render_markdown(r)},
+           {"html", upstream::render_html(r)},
+           {"json", upstream::to_json(r).dump(2)}}) {
+    size_t bad = 0;
+    utf8_or_latin1(text, &bad);
+    EXPECT_EQ(bad, 0u) << name;
+    EXPECT_NE(text.find("na\xc3\xafve"), std::string::npos) << name;
+  }
 }
