@@ -59,6 +59,10 @@ class Executable {
   virtual ResultDigest digest(const Shape& shape, const DigestRequest& req) { return host_digest(result(), shape, req); }
   // What the timer measures with ("steady_clock", "cuda-events", ...).
   virtual std::string clock_name() const = 0;
+  // Where this load's code and operands landed (after prepare()), as "name=0x... " pairs: fresh-load
+  // blocks record it so anyone can check that placement moved between blocks. "" when the backend
+  // cannot say.
+  virtual std::string placement() const { return ""; }
 };
 
 struct Availability {

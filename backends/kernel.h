@@ -96,8 +96,9 @@ struct KernelDecl {
   // How its arithmetic rounds, when it is not plain fp32 accumulation (tensor cores); with the reason.
   ToleranceSpec tolerance;
   std::string tolerance_reason;
-  // Why the shape cannot be run with these params, or nullopt.
-  std::function<std::optional<std::string>(const Params&, const Shape&)> check_shape;
+  // Why the shape cannot be run with these params and this dtype, or nullopt (alignment rules can depend
+  // on the element size: a 16-byte copy holds 8 bf16 but 4 fp32 elements).
+  std::function<std::optional<std::string>(const Params&, DType, const Shape&)> check_shape;
   // The tunable space, one entry per tuned parameter (the others keep their defaults); empty when the
   // kernel declares none. The built-in configs are starting points inside it, not "the best".
   std::vector<TunableParam> space;

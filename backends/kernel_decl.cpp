@@ -9,7 +9,7 @@ namespace kb {
 KernelDeclBuilder::KernelDeclBuilder(std::string backend, std::string name) {
   decl_.backend = std::move(backend);
   decl_.name = std::move(name);
-  decl_.check_shape = [](const Params&, const Shape&) -> std::optional<std::string> { return std::nullopt; };
+  decl_.check_shape = [](const Params&, DType, const Shape&) -> std::optional<std::string> { return std::nullopt; };
 }
 
 KernelDeclBuilder& KernelDeclBuilder::source(std::string path, std::vector<std::string> headers) {

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/cpu/placement.h"
 #include "core/clock.h"
 #include "core/error.h"
 
@@ -30,10 +29,7 @@ std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory
   auto ms = measure_interleaved(exes, cfg);
   for (const auto& m : ms)
     if (m.samples_s.size() < size_t(rounds)) return {};
-  for (size_t i = 0; i < ms.size(); ++i) {
-    const auto p = placement_of(*exes[i]);
-    ms[i].placements.push_back(p ? p->str() : "");
-  }
+  for (size_t i = 0; i < ms.size(); ++i) ms[i].placements.push_back(exes[i]->placement());
   return ms;
 }
 

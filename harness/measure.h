@@ -31,8 +31,8 @@ struct Measurement {
   std::vector<double> samples_s;
   std::vector<double> clocks_mhz;
   MeasureConditions conditions;
-  // Fresh-load blocks: where each block's load landed (Placement::str, backends/cpu/placement.h; "" when the
-  // backend cannot say), one per block in order.
+  // Fresh-load blocks: where each block's load landed (Executable::placement(): CPU code, operands and
+  // heap; GPU device operands; "" when the backend cannot say), one per block in order.
   std::vector<std::string> placements;
 };
 

@@ -282,7 +282,7 @@ void expand_for_toolchain(const Ctx& cx, const BenchmarkPlan& bp, const KernelDe
         pc.toolchain = tc;
         pc.measure = bp.measure;
         pc.skip_reason = why;
-        if (!pc.skip_reason && k->check_shape) pc.skip_reason = k->check_shape(full, sh);
+        if (!pc.skip_reason && k->check_shape) pc.skip_reason = k->check_shape(full, dt, sh);
         if (!pc.skip_reason) pc.skip_reason = shape_memory_reason(sh);
         if (!filter.empty() && !std::regex_search(pc.c.id(), d.filter)) continue;
         sw.cases.push_back(std::move(pc));

@@ -49,7 +49,7 @@ std::vector<SpacePoint> enumerate_space(const KernelDecl& k, DType dtype, const 
     if (k.check_params)
       if (auto why = k.check_params(sp.params, dtype, target)) sp.invalid = *why;
     if (sp.invalid.empty() && k.check_shape)
-      if (auto why = k.check_shape(sp.params, shape)) sp.invalid = *why;
+      if (auto why = k.check_shape(sp.params, dtype, shape)) sp.invalid = *why;
     if (k.backend == "cpu") sp.prior = register_prior(sp.params, cpu);
     valid += sp.invalid.empty();
     out.push_back(std::move(sp));

@@ -142,7 +142,8 @@ class CpuExecutable : public Executable {
     std::free(next);
   }
 
-  const Placement& placement() const { return placement_; }
+  const Placement& where() const { return placement_; }
+  std::string placement() const override { return placement_.str(); }
 
   TimedSample run(int batch) override {
     auto t0 = std::chrono::steady_clock::now();
@@ -303,7 +304,7 @@ class CpuBackend : public Backend {
 }  // namespace
 
 std::optional<Placement> placement_of(const Executable& exe) {
-  if (const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe)) return cpu->placement();
+  if (const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe)) return cpu->where();
   return std::nullopt;
 }
 

@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cubin_metrics.h"
+#include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -33,8 +34,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The toolkit the nvcc presets and clang's ptxas come from: the first of $KBISECT_CUDA_ROOT, $CUDA_HOME,
+// $CUDA_PATH, the folder above the nvcc on PATH, and the toolkit kbisect was built against, that holds
+// bin/ptxas. A machine whose toolkit lives elsewhere than where kbisect was built (a carried bundle) finds it.
 std::string cuda_root() {
-  if (const char* e = getenv("CUDA_HOME"); e && *e && fs::exists(fs::path(e) / "bin" / "ptxas")) return e;
+  auto has_ptxas = [](const fs::path& root) { return !root.empty() && fs::exists(root / "bin" / "ptxas"); };
+  for (const char* var : {"KBISECT_CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char* e = getenv(var); e && *e && has_ptxas(e)) return e;
+  if (std::string nvcc = which("nvcc"); !nvcc.empty()) {
+    std::error_code ec;
+    fs::path root = fs::canonical(nvcc, ec).parent_path().parent_path();
+    if (!ec && has_ptxas(root)) return root.string();
+  }
   return KBISECT_CUDA_ROOT;
 }
 
@@ -192,6 +203,7 @@ class CudaBackend : public Backend {
     arch_limits(tc.target);  // validates the target
     if (auto why = k.check_params ? k.check_params(req.params, req.dtype, tc.target) : std::nullopt)
       throw InputError(fmt::format("{}[{}]/{}: {}", k.name, req.params.str(), to_string(req.dtype), *why));
+    if (is_library_kernel(k.name)) return compile_library(req);
     const std::string src = req.kernel_dir + "/" + k.source;
     const std::string cubin = req.out_dir + "/kernel.cubin";
     CompileOutput co;
@@ -209,6 +221,25 @@ class CudaBackend : public Backend {
   std::unique_ptr<Executable> load(const Artifact& art) override { return make_cuda_executable(art); }
 
  private:
+  // `cublas`: no compiler runs. The artifact's binary is a marker file (so the compile cache and results
+  // hold it like any other), its code hash the SHA-256 of the libcublas that is loaded, and it has no static
+  // metrics: there is no cubin of ours to read them from.
+  static Artifact compile_library(const CompileRequest& req) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string why;
+    const std::string lib = cublas_library_path(&why);
+    if (lib.empty())
+      throw CompileError(fmt::format("{}: {} cannot be built: {}", req.toolchain->name, req.kernel->name, why), why);
+    const std::string& hash = cublas_library_sha256();
+    const std::string marker = req.out_dir + "/kernel.cublas";
+    write_file_atomic(marker, fmt::format("cuBLAS cublasGemmEx\nlibrary {}\nsha256 {}\n", lib, hash));
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Artifact a = make_artifact(req, marker, "cublasGemmEx", wall,
+                               fmt::format("no compiler run: {} is cuBLAS' cublasGemmEx from {}", req.kernel->name, lib));
+    a.code_hash = hash;
+    return a;
+  }
+
   static std::string nvrtc_version() {
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);

@@ -1,11 +1,17 @@
 #include "backends/cuda/cuda_executable.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <map>
+#include <mutex>
+#include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/device_digest.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -29,6 +35,8 @@ class CudaExecutable : public Executable {
       : art_(art), decl_(decl_of(art.kernel)), ls_(launch_shape(art.kernel, art.params, art.dtype)) {
     auto& d = driver();
     if (!d.ok) throw EnvError(d.reason);
+    if (std::string why; ls_.args == ArgStyle::Library && cublas_library_path(&why).empty())
+      throw EnvError(fmt::format("{}: cuBLAS: {}", art.kernel, why));  // before anything is held
     int ordinal = 0;
     if (const char* e = getenv("KBISECT_CUDA_DEVICE"); e && *e) ordinal = std::atoi(e);
     KB_CU(d.cuDeviceGet(&dev_, ordinal));
@@ -40,19 +48,24 @@ class CudaExecutable : public Executable {
     const int device_sm = major * 10 + minor;
     device_sm_ = device_sm;
     device_name_ = fmt::format("cuda:{} (sm_{})", ordinal, device_sm);
-    if (a.sm / 10 != major || device_sm < a.sm || (a.arch_specific && device_sm != a.sm))
+    // A library kernel has no cubin: cuBLAS picks its own code for the device, whatever the target.
+    const bool runs = a.sm / 10 == major && device_sm >= a.sm && (!a.arch_specific || device_sm == a.sm);
+    if (!runs && ls_.args != ArgStyle::Library)
       throw EnvError(fmt::format("{} was compiled for {}; device {} is sm_{} (cubins do not run across major "
                                  "versions; 'a' targets need the exact arch)",
                                  art.kernel, art.target, ordinal, device_sm));
     KB_CU(d.cuDevicePrimaryCtxRetain(&ctx_, dev_));
     KB_CU(d.cuCtxSetCurrent(ctx_));
     KB_CU(d.cuDeviceGetUuid(&uuid_, dev_));
-    std::string image = read_file(art.binary_path);
-    KB_CU(d.cuModuleLoadData(&module_, image.data()));
-    KB_CU(d.cuModuleGetFunction(&fn_, module_, art.entry.c_str()));
-    if (ls_.dynamic_smem > 48 * 1024)
-      KB_CU(d.cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(ls_.dynamic_smem)));
+    if (ls_.args != ArgStyle::Library) {
+      std::string image = read_file(art.binary_path);
+      KB_CU(d.cuModuleLoadData(&module_, image.data()));
+      KB_CU(d.cuModuleGetFunction(&fn_, module_, art.entry.c_str()));
+      if (ls_.dynamic_smem > 48 * 1024)
+        KB_CU(d.cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(ls_.dynamic_smem)));
+    }
     KB_CU(d.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    if (ls_.args == ArgStyle::Library) cublas_ = std::make_unique<CublasGemm>(stream_);
     KB_CU(d.cuEventCreate(&start_, CU_EVENT_DEFAULT));
     KB_CU(d.cuEventCreate(&stop_, CU_EVENT_DEFAULT));
     auto it = art.metrics.find("tmap_by_value");
@@ -67,7 +80,8 @@ class CudaExecutable : public Executable {
     if (stream_) d.cuStreamSynchronize(stream_);
     digest_.reset();
     drop_graphs();
-    for (CUdeviceptr p : {dA_, dB_, dC_, dMaps_, l2_})
+    cublas_.reset();
+    for (CUdeviceptr p : {dA_, dB_, dC_, dMaps_, l2_, gaps_[0], gaps_[1], gaps_[2]})
       if (p) d.cuMemFree(p);
     if (start_) d.cuEventDestroy(start_);
     if (stop_) d.cuEventDestroy(stop_);
@@ -78,7 +92,7 @@ class CudaExecutable : public Executable {
 
   void prepare(const Shape& shape, const std::vector<float>& A, const std::vector<float>& B) override {
     if (decl_.check_shape)
-      if (auto why = decl_.check_shape(art_.params, shape)) throw Error(fmt::format("{}: {}", art_.kernel, *why));
+      if (auto why = decl_.check_shape(art_.params, art_.dtype, shape)) throw Error(fmt::format("{}: {}", art_.kernel, *why));
     if (int64_t(A.size()) != shape.M * shape.K || int64_t(B.size()) != shape.K * shape.N)
       throw Error(fmt::format("{}: input sizes do not match shape {}", art_.kernel, shape.str()));
     auto& d = driver();
@@ -87,8 +101,14 @@ class CudaExecutable : public Executable {
     drop_graphs();
     shape_ = shape;
     const size_t esz = dtype_bytes(art_.dtype);
+    // A freed device range is handed out again by the next allocation of its size, so every fresh load of
+    // a process would get the same addresses. A random gap held before each operand moves them between
+    // loads (docs/statistics.md, "Placement per block"); KBISECT_CUDA_GAPS=0 turns the gaps off.
+    draw_gap(0);
     realloc(dA_, A.size() * esz);
+    draw_gap(1);
     realloc(dB_, B.size() * esz);
+    draw_gap(2);
     realloc(dC_, size_t(shape.M * shape.N) * sizeof(float));
     if (art_.dtype == DType::f32) {
       KB_CU(d.cuMemcpyHtoD(dA_, A.data(), A.size() * 4));
@@ -125,7 +145,7 @@ class CudaExecutable : public Executable {
       KB_CU(d.cuGraphLaunch(graph_for(batch), stream_));
     }
     KB_CU(d.cuEventRecord(stop_, stream_));
-    KB_CU(d.cuEventSynchronize(stop_));
+    wait_for(stop_);
     float ms = 0;
     KB_CU(d.cuEventElapsedTime(&ms, start_, stop_));
     TimedSample s;
@@ -141,10 +161,12 @@ class CudaExecutable : public Executable {
     if (!l2_) {
       int l2 = 0;
       KB_CU(d.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev_));
-      l2_bytes_ = size_t(std::max(l2, 1 << 20));
+      l2_bytes_ = l2_flush_bytes(l2);
       KB_CU(d.cuMemAlloc(&l2_, l2_bytes_));
     }
-    // A memset of an L2-sized buffer evicts the operands; stream order keeps it out of the next timing.
+    // A memset of twice the L2 evicts the operands (one L2's worth is not enough: the replacement policy
+    // keeps part of the old lines, and Hopper's L2 is two partitions); stream order keeps it out of the
+    // next timing.
     KB_CU(d.cuMemsetD8Async(l2_, uint8_t(++flush_value_), l2_bytes_, stream_));
   }
 
@@ -170,7 +192,53 @@ class CudaExecutable : public Executable {
 
   std::string clock_name() const override { return "cuda-events"; }
 
+  // The device addresses of the operands and the gaps drawn before them (in 2 MiB units).
+  std::string placement() const override {
+    return fmt::format("A=0x{:x} B=0x{:x} C=0x{:x} gaps={},{},{}", dA_, dB_, dC_, gap_units_[0], gap_units_[1],
+                       gap_units_[2]);
+  }
+
  private:
+  // cuEventSynchronize has no deadline: a kernel that never ends (a hung mbarrier ring) would hold the
+  // process, and the lease, forever. Poll instead, and give up after $KBISECT_CUDA_TIMEOUT_S (default 60 s)
+  // with an error that says so; the context is unusable afterwards, so the error is an EnvError.
+  void wait_for(CUevent ev) {
+    auto& d = driver();
+    const double limit = kernel_timeout_s();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int spin = 0;; ++spin) {
+      CUresult r = d.cuEventQuery(ev);
+      if (r == CUDA_SUCCESS) return;
+      if (r != CUDA_ERROR_NOT_READY) KB_CU(r);
+      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (waited > limit)
+        throw EnvError(fmt::format("{}[{}] on {}: the launch did not finish within {:.0f} s (KBISECT_CUDA_TIMEOUT_S); "
+                                   "the kernel is hung or far too slow, and the GPU context cannot be used again",
+                                   art_.kernel, art_.params.str(), shape_.str(), limit));
+      if (spin > 1000) std::this_thread::sleep_for(std::chrono::microseconds(waited > 1 ? 1000 : 20));
+    }
+  }
+
+  // Replaces gap i by a fresh allocation of 0..31 units of 2 MiB (the driver's large-page granule).
+  void draw_gap(int i) {
+    auto& d = driver();
+    if (gaps_[i]) KB_CU(d.cuMemFree(gaps_[i]));
+    gaps_[i] = 0;
+    gap_units_[i] = 0;
+    static const bool enabled = [] {
+      const char* e = getenv("KBISECT_CUDA_GAPS");
+      return !(e && std::string(e) == "0");
+    }();
+    if (!enabled) return;
+    static std::mt19937_64 rng{std::random_device{}()};
+    static std::mutex mu;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      gap_units_[i] = int(rng() % 32);
+    }
+    if (gap_units_[i]) KB_CU(d.cuMemAlloc(&gaps_[i], size_t(gap_units_[i]) << 21));
+  }
+
   void realloc(CUdeviceptr& p, size_t bytes) {
     auto& d = driver();
     if (p) KB_CU(d.cuMemFree(p));
@@ -202,6 +270,7 @@ class CudaExecutable : public Executable {
   }
 
   void launch() {
+    if (ls_.args == ArgStyle::Library) return cublas_->gemm(art_.dtype, shape_, dA_, dB_, dC_);
     int M = int(shape_.M), N = int(shape_.N), K = int(shape_.K);
     unsigned gx, gy = 1;
     if (ls_.args == ArgStyle::TensorMaps) {
@@ -235,6 +304,9 @@ class CudaExecutable : public Executable {
     if (auto it = graphs_.find(batch); it != graphs_.end()) return it->second;
     auto& d = driver();
     if (graphs_.size() >= 8) drop_graphs();
+    // A library picks and loads its kernels at its first call for a shape: that happens once outside the
+    // capture (one more execution, writing the same C), so the capture records launches alone.
+    if (ls_.args == ArgStyle::Library) launch();
     KB_CU(d.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     try {
       for (int i = 0; i < batch; ++i) launch();
@@ -274,6 +346,8 @@ class CudaExecutable : public Executable {
   Shape shape_;
   CUdeviceptr dA_ = 0, dB_ = 0, dC_ = 0, dMaps_ = 0, dMapA_ = 0, dMapB_ = 0, l2_ = 0;
   size_t l2_bytes_ = 0;
+  CUdeviceptr gaps_[3] = {0, 0, 0};
+  int gap_units_[3] = {0, 0, 0};
   unsigned flush_value_ = 0;
   alignas(128) CUtensorMap maps_[2]{};  // the type asks for 128 bytes (clang refuses less)
   bool tmap_by_value_ = true;
@@ -281,10 +355,23 @@ class CudaExecutable : public Executable {
   int device_sm_ = 0;
   std::string device_name_;
   std::unique_ptr<DeviceDigest> digest_;
+  std::unique_ptr<CublasGemm> cublas_;  // ArgStyle::Library only
 };
 
 }  // namespace
 
 std::unique_ptr<Executable> make_cuda_executable(const Artifact& art) { return std::make_unique<CudaExecutable>(art); }
+
+size_t l2_flush_bytes(int l2_cache_bytes) { return 2 * size_t(std::max(l2_cache_bytes, 1 << 20)); }
+
+double kernel_timeout_s() {
+  const char* e = getenv("KBISECT_CUDA_TIMEOUT_S");
+  if (!e || !*e) return 60;
+  char* end = nullptr;
+  double v = std::strtod(e, &end);
+  if (end == e || *end || !(v > 0) || !std::isfinite(v))
+    throw InputError(fmt::format("KBISECT_CUDA_TIMEOUT_S='{}' is not a positive number of seconds", e));
+  return v;
+}
 
 }  // namespace kb::cuda

@@ -110,8 +110,14 @@ Reason check_ws_sm90(const Params& p, DType d, const std::string& target) {
   return smem_fits(launch_shape("matmul_ws_sm90", p, d).dynamic_smem, target.empty() ? "sm_90a" : target);
 }
 
-Reason check_shape_positive(const Params&, const Shape& s) { return shape_positive(s); }
-Reason check_shape_k8_n8(const Params&, const Shape& s) { return shape_k8_n8(s); }
+Reason check_shape_k8_n8(const Params&, DType, const Shape& s) { return shape_k8_n8(s); }
+// matmul_tiled: the fp32 SIMT path reads element by element (any shape); the bf16/f16 path copies rows
+// in 16-byte cp.async chunks (kb_mma_sm80.h), so a row of A (K elements) and of B (N elements) must
+// start 16-byte aligned. A misaligned copy is a sticky CUDA_ERROR_MISALIGNED_ADDRESS that ends the
+// context for every later case, so the shape is refused before launch.
+Reason check_shape_tiled(const Params&, DType d, const Shape& s) {
+  return d == DType::f32 ? shape_positive(s) : shape_k8_n8(s);
+}
 
 const std::vector<std::string> kMmaHeaders = {"cuda/kb_mma_sm80.h", "common/kb_portability.h",
                                               "common/kb_portability_cuda.h"};
@@ -138,7 +144,7 @@ KernelDecl matmul_tiled() {
       .tunable_range("STAGES", 2, 4, 1)
       .tolerance({2, {}}, kTensorCoreReason)
       .check_params(check_tiled)
-      .check_shape(check_shape_positive);
+      .check_shape(check_shape_tiled);
 }
 
 KernelDecl matmul_ws_sm80() {
@@ -185,10 +191,24 @@ KernelDecl matmul_ws_sm90() {
       .check_shape(check_shape_k8_n8);
 }
 
+// cuBLAS as the reference the compiled kernels are measured against (backends/cuda/cublas_gemm.h). Its
+// source file only documents the library call and keys the compile cache like any kernel's; "compiling"
+// it runs no compiler (cuda_backend.cpp). No parameters: cuBLAS' heuristic picks its kernel per shape.
+KernelDecl cublas() {
+  return KernelDeclBuilder("cuda", "cublas")
+      .source("cuda/cublas.cu", {})
+      .description("cuBLAS cublasGemmEx (library reference, not compiled)")
+      .dtypes({DType::bf16, DType::f16, DType::f32})
+      .defaults_config("best")
+      .tolerance({2, {}}, std::string("cuBLAS runs bf16/f16 on tensor cores (HMMA/wgmma): ") + kTensorCoreReason)
+      .check_params([](const Params&, DType, const std::string&) -> Reason { return std::nullopt; })
+      .check_shape([](const Params&, DType, const Shape& s) { return shape_positive(s); });
+}
+
 }  // namespace
 
 const std::vector<KernelDecl>& cuda_kernels() {
-  static const std::vector<KernelDecl> k = {matmul_tiled(), matmul_ws_sm80(), matmul_ws_sm90()};
+  static const std::vector<KernelDecl> k = {matmul_tiled(), matmul_ws_sm80(), matmul_ws_sm90(), cublas()};
   return k;
 }
 
@@ -262,7 +282,13 @@ LaunchShape launch_shape(const std::string& kernel, const Params& p, DType dtype
     s.persistent = p.get_int("PERSISTENT") != 0;
     return s;
   }
+  if (is_library_kernel(kernel)) {
+    s.args = ArgStyle::Library;
+    return s;
+  }
   throw InputError(fmt::format("unknown CUDA kernel '{}'", kernel));
 }
+
+bool is_library_kernel(const std::string& kernel) { return kernel == "cublas"; }
 
 }  // namespace kb::cuda

@@ -30,7 +30,9 @@ ArchLimits arch_limits(const std::string& target);
 // block and shared memory per block (static + dynamic), as the CUDA occupancy calculator computes it.
 double theoretical_occupancy(const ArchLimits& a, int regs_per_thread, int threads_per_block, int64_t smem_bytes);
 
-enum class ArgStyle { Pointers, TensorMaps };
+// Pointers: kb_matmul(A, B, C, M, N, K); TensorMaps: kb_matmul(mapA, mapB, C, M, N, K) (TMA kernels);
+// Library: no cubin, the launch is a library call (cuBLAS' cublasGemmEx, backends/cuda/cublas_gemm.h).
+enum class ArgStyle { Pointers, TensorMaps, Library };
 
 struct LaunchShape {
   int threads = 0;            // per block (1-D)
@@ -42,5 +44,8 @@ struct LaunchShape {
 };
 // How a kernel instance is launched; params complete. Throws InputError for an unknown kernel.
 LaunchShape launch_shape(const std::string& kernel, const Params& p, DType dtype);
+
+// A library kernel (ArgStyle::Library): compiled by no compiler, without static metrics.
+bool is_library_kernel(const std::string& kernel);
 
 }  // namespace kb::cuda

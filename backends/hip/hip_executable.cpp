@@ -57,7 +57,7 @@ class HipExecutable : public Executable {
   }
 
   void prepare(const Shape& shape, const std::vector<float>& A, const std::vector<float>& B) override {
-    if (auto why = find_kernel("hip", art_.kernel).check_shape(art_.params, shape)) throw Error(*why);
+    if (auto why = find_kernel("hip", art_.kernel).check_shape(art_.params, art_.dtype, shape)) throw Error(*why);
     if (A.size() != size_t(shape.M * shape.K) || B.size() != size_t(shape.K * shape.N))
       throw Error(fmt::format("prepare {}: A/B sizes {} / {} do not match the shape", shape.str(), A.size(), B.size()));
     shape_ = shape;

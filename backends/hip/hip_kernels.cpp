@@ -49,7 +49,7 @@ std::optional<std::string> check_occ(const Params& p) {
 }
 
 // K and N feed 16-byte vector loads (8 x 16-bit, 4 x fp32 elements).
-std::optional<std::string> check_shape_vec8(const Params&, const Shape& s) {
+std::optional<std::string> check_shape_vec8(const Params&, DType, const Shape& s) {
   if (s.M <= 0 || s.N <= 0 || s.K <= 0) return fmt::format("shape {} must be positive", s.str());
   if (s.N % 8 || s.K % 8)
     return fmt::format("shape {}: N and K must be multiples of 8 (16-byte vector loads)", s.str());

@@ -90,7 +90,7 @@ struct MutantBuilds {
                         fmt::format("{}/{}/{}", mutants[i].name, to_string(mutants[i].dtype), tcs[t].name),
                         &of_mutant[i][t]});
     }
-    test::on_two_threads(jobs.size(), [&](size_t j) {
+    test::on_every_core(jobs.size(), [&](size_t j) {
       const Job& job = jobs[j];
       *job.into = compile_from(be, kernel, params_for ? params_for(job.d) : Params{}, job.root, job.d, *job.tc,
                                fmt::format("{}/out{}", dir, j), job.what);

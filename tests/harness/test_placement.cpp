@@ -107,4 +107,5 @@ TEST(Placement, NonCpuExecutablesHaveNone) {
     std::string clock_name() const override { return "none"; }
   } fake;
   EXPECT_FALSE(placement_of(fake).has_value());
+  EXPECT_EQ(fake.placement(), "");
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
+#include "backends/cache.h"
 #include "backends/cuda/cubin_metrics.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_digest.h"
@@ -27,42 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using cudatest::compile;
+using cudatest::Compiled;
 using cudatest::cuda_backend;
 using cudatest::driver_present;
-
-Toolchain preset(const std::string& name) {
-  for (auto& t : cuda_backend().presets())
-    if (t.name == name) {
-      resolve_identity(t);
-      return t;
-    }
-  throw Error("no preset " + name);
-}
-
-bool has_preset(const std::string& name) {
-  for (auto& t : cuda_backend().presets())
-    if (t.name == name) return true;
-  return false;
-}
-
-struct Compiled {
-  Artifact art;
-  std::string error;
-};
-
-Compiled compile(const KernelDecl& k, const Params& p, DType d, const Toolchain& tc) {
-  CompileRequest req = test::compile_request(k, tc, p, d);
-  req.out_dir = temp_dir("kb-cuda-test");
-  Compiled c;
-  try {
-    c.art = cuda_backend().compile(req);
-  } catch (const CompileError& e) {
-    c.error = std::string(e.what()) + "\n" + e.log();
-  } catch (const Error& e) {
-    c.error = e.what();
-  }
-  return c;
-}
+using cudatest::has_preset;
+using cudatest::preset;
 
 // Cubin metrics must equal ptxas' -v figures in the compile log (nvcc's and clang's logs are ptxas
 // output; NVRTC's log carries them with -Xptxas=-v).
@@ -129,10 +100,16 @@ TEST(CudaBackend, CheckParamsRejectsWithReasons) {
   EXPECT_TRUE(tiled.check_params(tiled.complete({{"BK", 64}, {"BN", 256}, {"STAGES", 6}, {"WN", 64}}), DType::bf16,
                                  "sm_90a")
                   .has_value());
-  EXPECT_TRUE(tiled.check_shape(tiled.complete({}), Shape{64, 64, 0}).has_value());
+  EXPECT_TRUE(tiled.check_shape(tiled.complete({}), DType::f32, Shape{64, 64, 0}).has_value());
+  // matmul_tiled's 16-byte cp.async rows: bf16/f16 need K and N multiples of 8; fp32 takes any shape.
+  EXPECT_FALSE(tiled.check_shape(tiled.complete({}), DType::f32, Shape{77, 45, 33}).has_value());
+  EXPECT_EQ(tiled.check_shape(tiled.complete({}), DType::bf16, Shape{64, 64, 36}).value_or(""),
+            "shape 64x64x36: K and N must be multiples of 8 (16-byte copies)");
+  EXPECT_TRUE(tiled.check_shape(tiled.complete({}), DType::f16, Shape{64, 60, 64}).has_value());
+  EXPECT_FALSE(tiled.check_shape(tiled.complete({}), DType::bf16, Shape{77, 64, 64}).has_value());
   const auto& ws80 = find_kernel("cuda", "matmul_ws_sm80");
-  EXPECT_TRUE(ws80.check_shape(ws80.complete({}), Shape{128, 100, 64}).has_value());  // N % 8
-  EXPECT_FALSE(ws80.check_shape(ws80.complete({}), Shape{100, 128, 64}).has_value());  // M is free
+  EXPECT_TRUE(ws80.check_shape(ws80.complete({}), DType::bf16, Shape{128, 100, 64}).has_value());  // N % 8
+  EXPECT_FALSE(ws80.check_shape(ws80.complete({}), DType::bf16, Shape{100, 128, 64}).has_value());  // M is free
   EXPECT_THROW(cuda::arch_limits("gfx90a"), InputError);
 }
 
@@ -187,7 +164,7 @@ TEST(CudaBackend, EveryConfigCompilesOnEveryClaimedArch) {
   std::vector<Job> jobs;
   std::map<std::string, int> per_kernel;
   for (const auto* k : all_kernels()) {
-    if (k->backend != "cuda") continue;
+    if (k->backend != "cuda" || cuda::is_library_kernel(k->name)) continue;  // cublas: no compiler (below)
     for (const auto& [cname, p] : k->configs)
       for (DType d : k->dtypes)
         for (const auto& tc : toolchains) {
@@ -320,6 +297,57 @@ TEST(CudaBackend, SweepSkipsCudaCasesWithStaticMetrics) {
   }
   EXPECT_EQ(skipped_with_static, 5);  // tiled f32+bf16 on two arches, ws_sm90 on sm_90a
   EXPECT_EQ(not_claimed, 1);
+  remove_tree(dir);
+}
+
+// `cublas` is a library call: compiling it through any CUDA toolchain runs no compiler (one whose compiler
+// does not exist compiles it as well), writes a marker file as its binary, and takes the SHA-256 of the
+// libcublas it loads as its code hash; it has no static metrics. The compile cache keys it on its source.
+TEST(CudaBackend, CublasCompilesWithoutACompiler) {
+  const std::string lib = "/usr/local/cuda/lib64/libcublas.so.13";
+  if (!fs::exists(lib)) GTEST_SKIP() << lib << " is not installed";
+  const KernelDecl& k = find_kernel("cuda", "cublas");
+  EXPECT_TRUE(k.params.empty());
+  EXPECT_EQ(k.dtypes, (std::vector<DType>{DType::bf16, DType::f16, DType::f32}));
+  ASSERT_EQ(k.configs.size(), 1u);
+  EXPECT_EQ(cuda::launch_shape(k.name, k.complete({}), DType::bf16).args, cuda::ArgStyle::Library);
+  EXPECT_TRUE(cuda::is_library_kernel(k.name));
+  EXPECT_TRUE(fs::exists(kernel_dir() + "/" + k.source)) << k.source << ": the compile cache keys on it";
+  EXPECT_FALSE(k.check_params(k.complete({}), DType::bf16, "sm_80").has_value());
+  EXPECT_FALSE(k.check_shape(k.complete({}), DType::bf16, Shape{77, 45, 33}).has_value());  // any shape
+  const std::string want = sha256_resolved(lib);
+
+  Toolchain missing;  // a compiler that does not exist: any attempt to run it fails the compile
+  missing.name = "nvcc-missing";
+  missing.backend = "cuda";
+  missing.kind = "nvcc";
+  missing.compiler = "/nonexistent/bin/nvcc";
+  missing.target = "sm_90a";
+  for (const Toolchain& tc : {preset("nvrtc-sm90a"), missing})
+    for (DType d : k.dtypes) {
+      const std::string what = fmt::format("{}/{}", tc.name, to_string(d));
+      Compiled c = compile(k, {}, d, tc);
+      ASSERT_TRUE(c.error.empty()) << what << ": " << c.error;
+      EXPECT_EQ(c.art.code_hash, want) << what;
+      EXPECT_EQ(c.art.entry, "cublasGemmEx") << what;
+      EXPECT_EQ(c.art.target, "sm_90a") << what;
+      EXPECT_TRUE(c.art.metrics.empty()) << what;
+      EXPECT_EQ(c.art.code_bytes, 0) << what;
+      EXPECT_NE(c.art.log.find("no compiler run"), std::string::npos) << what << ": " << c.art.log;
+      ASSERT_TRUE(fs::exists(c.art.binary_path)) << what;
+      EXPECT_NE(read_file(c.art.binary_path).find(want), std::string::npos) << what;
+      remove_tree(fs::path(c.art.binary_path).parent_path().string());
+    }
+
+  const std::string dir = temp_dir("kb-cublas-cache");
+  CompileCache cache(dir);
+  const Toolchain tc = preset("nvrtc-sm90a");
+  const CompileRequest req = test::compile_request(k, tc, {}, DType::bf16);
+  const Artifact first = cache.compile(cuda_backend(), req), again = cache.compile(cuda_backend(), req);
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_TRUE(again.cache_hit);
+  EXPECT_EQ(again.code_hash, want);
+  EXPECT_EQ(again.binary_path, first.binary_path);
   remove_tree(dir);
 }
 

@@ -59,8 +59,12 @@ std::vector<GpuMutant> bf16_mutants() {
       {"K tile dropped (last)", kFile, DType::bf16, {drop("KT - 1")}},
       {"last row tile not written", kFile, DType::bf16, {guard("!(m0 > 0 && m0 + BM >= M)")}},
       {"last column tile not written", kFile, DType::bf16, {guard("!(n0 > 0 && n0 + BN >= N)")}},
-      // 16-byte chunks of B's transpose: aligned (K % 8 == 0) and inside B, so only the values are wrong.
-      {"B read transposed", kMma, DType::bf16, {{"B + (long long)gk * N + gn", "B + (long long)gn * K + gk"}}},
+      // B's rows read with A's leading dimension (K for N), the classic swapped-ld bug. A transposed read
+      // (B + gn * K + gk) cannot be a mutant here: its 16-byte cp.async chunks start at any k, and the
+      // first one faulted on the H200 (CUDA_ERROR_MISALIGNED_ADDRESS ends the context for every later
+      // mutant). With ld K the chunks stay aligned (K % 8 == 0) and inside B whenever K <= N, which
+      // every bf16 shape below keeps, with K < N at least once (at K == N the bug is invisible).
+      {"B read with leading dimension K", kMma, DType::bf16, {{"B + (long long)gk * N + gn", "B + (long long)gk * K + gn"}}},
       {"tile written over its neighbour", kFile, DType::bf16,
        {{st, "  if (kb_ctaid_x() != 0) " + st.substr(2) +
                  "\n  if (kb_ctaid_x() == 1) kb_store_warp_tile<WM, WN>(C, acc, M, N, m0 + wm0, n0 + wn0 - BN, lane);"}}},
@@ -103,10 +107,11 @@ TEST(CudaMutants, EveryMutantCompilesToOtherMachineCode) {
 }
 
 // Shapes the tensor-core path accepts (K % 8 == 0, N % 8 == 0) next to fully odd ones for fp32; each
-// has a partial last row and column tile of the default 128 x 128 block, except the square one.
+// has a partial last row and column tile of the default 128 x 128 block, except the whole-tile one.
+// bf16 keeps K <= N (the leading-dimension mutant reads inside B only then) and K < N everywhere.
 std::vector<Shape> shapes_for(DType d) {
   if (d == DType::f32) return {{255, 257, 129}, {256, 256, 256}, {1000, 1024, 520}};
-  return {{255, 264, 136}, {256, 256, 256}, {1000, 1024, 520}};
+  return {{255, 264, 136}, {256, 384, 256}, {1000, 1024, 520}};
 }
 
 TEST(CudaMutants, EveryMutantIsIncorrectOnTheDevice) {

@@ -268,8 +268,8 @@ TEST(HipBackend, ParameterConstraintsGiveReasons) {
   EXPECT_EQ(why(ws, {{"PW", 4}, {"CWM", 4}, {"CWN", 4}}, DType::f16, "gfx90a"),
             "4 producer + 16 consumer waves exceed 16 per workgroup");
   // Shapes: K and N feed 16-byte vector loads.
-  EXPECT_FALSE(t.check_shape(config(t, "best"), {100, 4096, 4096}).has_value());
-  EXPECT_EQ(t.check_shape(config(t, "best"), {4096, 4100, 4096}).value_or(""),
+  EXPECT_FALSE(t.check_shape(config(t, "best"), DType::bf16, {100, 4096, 4096}).has_value());
+  EXPECT_EQ(t.check_shape(config(t, "best"), DType::bf16, {4096, 4100, 4096}).value_or(""),
             "shape 4096x4100x4096: N and K must be multiples of 8 (16-byte vector loads)");
 }
 
