@@ -21,10 +21,12 @@ namespace {
 struct Opts {
   std::string file, out, formats = "table,json", filter, tier, shard;
   std::vector<std::string> toolchains;
+  int jobs = 0;
 };
 
 int run(const Opts& o) {
   auto formats = parse_formats(o.formats, {"table", "json", "csv", "gbench", "md"});
+  if (o.jobs < 0) throw InputError(fmt::format("--jobs {} must be 0 (one per core) or more", o.jobs));
   if (!o.tier.empty() && o.tier != "l1" && o.tier != "l2" && o.tier != "l3")
     throw InputError(fmt::format("--tier '{}' must be l1, l2 or l3", o.tier));
   SweepOptions so{o.toolchains, o.filter, o.tier};
@@ -47,7 +49,7 @@ int run(const Opts& o) {
   // The shard's plan goes next to its results first, so a merge can tell an unfinished shard from a
   // missing one.
   if (shard) write_file_atomic(dir + "/shard.json", shard->to_json().dump(2) + "\n");
-  RunResults res = run_sweep(sw, dir + "/results.json", progress_log());
+  RunResults res = run_sweep(sw, dir + "/results.json", progress_log(), o.jobs);
   if (!res.extra.is_object()) res.extra = nlohmann::json::object();
   res.extra["case_list_hash"] = list_hash;
   if (shard) res.extra["shard"] = shard->to_json();
@@ -74,6 +76,8 @@ Registrar reg("sweep", "Run a YAML sweep: compile with the toolchain(s) under te
                                 "join the shards with 'kbisect merge'");
                 app->add_option("--toolchain", o->toolchains,
                                 "toolchain name or YAML file; overrides the sweep's toolchains (repeatable)");
+                app->add_option("--jobs", o->jobs, "builds compiled at once before measuring (0: one per core)")
+                    ->capture_default_str();
                 app->footer(
                     "Exit codes: 0 all cases ok or skipped, 1 a case failed or was incorrect, 2 bad input, "
                     "3 environment missing.");

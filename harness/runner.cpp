@@ -1,7 +1,10 @@
 #include "harness/runner.h"
 
+#include <atomic>
 #include <chrono>
 #include <new>
+#include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -123,7 +126,36 @@ void record_measurement(CaseResult& r, const Measurement& m) {
   r.summary = summarize(r.samples_s, r.shape.flops());
 }
 
-RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& log) {
+int precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log) {
+  std::vector<const PlannedCase*> builds;
+  std::set<std::string> seen;
+  for (const auto& pc : sweep.cases)
+    if (!pc.skip_reason && seen.insert(cache.key(compile_request(pc))).second) builds.push_back(&pc);
+  const int n = std::min<int>(jobs > 0 ? jobs : std::max(1, int(std::thread::hardware_concurrency())),
+                              int(builds.size()));
+  if (n <= 1) return 0;  // one build at a time is what the case loop does anyway
+  std::atomic<size_t> next{0};
+  std::atomic<int> fresh{0}, done{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto work = [&] {
+    for (size_t i = next++; i < builds.size(); i = next++) {
+      try {
+        fresh += !cache.compile(backend_for(*builds[i]->toolchain), compile_request(*builds[i])).cache_hit;
+      } catch (const Error&) {
+        // reported by the case itself, which compiles again
+      }
+      ++done;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n; ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  log.line(fmt::format("compiled {} builds ({} new) on {} threads in {:.1f} s", done.load(), fresh.load(), n,
+                       seconds_since(t0)));
+  return fresh;
+}
+
+RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& log, int jobs) {
   RunResults res;
   res.kind = "sweep";
   res.name = sweep.name;
@@ -150,6 +182,7 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& l
 
   CompileCache cache;
   ReferenceCache refs;
+  precompile(sweep, cache, jobs, log);
   auto t0 = std::chrono::steady_clock::now();
   const size_t n = sweep.cases.size();
   for (size_t i = 0; i < n; ++i) {

@@ -40,8 +40,14 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
 // Fills samples, conditions and summary of a prepared case from a measurement.
 void record_measurement(CaseResult& r, const Measurement& m);
 
+// Compiles every distinct build of the sweep's runnable cases into the cache, `jobs` at a time (0: one per
+// core), before anything is measured, so a GPU machine's cores compile while no timing runs. Failures
+// are left for the case to compile again and report. Returns the number of fresh compiles.
+int precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log);
+
 // Runs a whole sweep, one case after the other, and saves the results after every case (atomic
 // write), so a crash loses at most the case in flight. `progress` prints "case i/N ... ETA" to stderr.
-RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& log = quiet_log());
+// The builds are compiled first by precompile() with `jobs` threads.
+RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& log = quiet_log(), int jobs = 0);
 
 }  // namespace kb
