@@ -1,264 +1,544 @@
 #!/usr/bin/env bash
-# gpu-check.sh — one non-interactive GPU check for kbisect's CUDA backend (NVIDIA GPU, CUDA 13 toolkit).
+# gpu-check.sh — kbisect's whole GPU check in one command that fits one short GPU lease.
 #
-#   scripts/gpu-check.sh [--out DIR] [--bundle DIR] [--deps PREFIX] [--jobs N]
-#   scripts/gpu-check.sh --pack DIR [--build DIR]        (run on the build machine, not on the GPU host)
+#   scripts/gpu-check.sh --pack DIR [--build DIR]      here: make the carryable bundle (prints its size)
+#   scripts/gpu-check.sh --rehearse [--build DIR]      here, no GPU: pack, unpack, check, run it all
+#   scripts/gpu-check.sh --out DIR [--bundle DIR]      on the GPU machine (default bundle: ./gpu-bundle)
 #
-# On the GPU host (no package registry there): uses a carried build when one runs, else builds here.
-#   --bundle DIR  a directory made by --pack: kbisect plus the non-system shared libraries it links
-#                 (found with ldd; large ones xz-compressed). Default: ./gpu-bundle if it exists.
-#   --deps PREFIX .deb packages unpacked with `dpkg -x` into PREFIX (for the fallback build).
-# Then: (1) correctness of every CUDA kernel config on small shapes (odd M, edge tiles), through every
-# sm_90 toolchain found; (2) a short timed sweep (bf16, 4096^3 and LLaMA shapes); (3) cuBLAS
-# (cublasGemmEx, bf16 in, fp32 out) on the same shapes as the reference, built here with nvcc;
-# (4) the CUDA mutants and the device digest (test_backends_cuda, carried in the bundle when --pack
-# found it in the build): every mutant must be reported incorrect on the GPU.
-# Everything goes under --out (default ./gpu-check-out); the last line is `gpu-check: N passed, M failed`.
+# The GPU machine is bare: no package registry, no compilers but its CUDA toolkit, no kbisect
+# dependencies. So kbisect travels as a bundle made here (--pack): the stripped kbisect and
+# test_backends_cuda (LLVM linked statically by the build) with their run path set to the bundle's lib/,
+# and the few shared libraries they need besides glibc, all xz-compressed. NVRTC, cuBLAS and the driver
+# are never carried: the machine's own CUDA toolkit provides them. The bundle must stay within 40 MiB.
+#
+# The run (--out) takes at most $KBISECT_GPU_CHECK_BUDGET_S seconds (default 345) in all, unpack included.
+# Every step runs under its own `timeout`, never longer than what is left of the whole, and prints a
+# budget line. Steps: (0) unpack and check the libraries; (a) the environment: nvidia-smi, driver,
+# clocks, L2 size and SM count; (b) correctness of every CUDA kernel config on small and odd shapes,
+# through nvcc and NVRTC, with the device-side check; (c) the CUDA mutants (each must be reported
+# incorrect), the device digest and the GPU tests of test_backends_cuda; (d) a short timed sweep (bf16
+# 4096^3, 8192^3 and three LLaMA shapes), cold and hot, with cuBLAS (cublasGemmEx in the same process,
+# as the anchor) in it when the kbisect in the bundle has the `cublas` kernel, else through
+# backends/cuda/tools/cublas_ref.cu built here with nvcc; (f) `kbisect ab` of nvcc against NVRTC on one
+# kernel, and of NVRTC against itself (A/A).
+# At most 8 files come back from a lease, so DIR receives exactly: gpu-check.log, env.txt, summary.json,
+# correctness.json, timed-cold.json, timed-hot.json, ab.json, gtest.txt. Scratch work goes to a
+# temporary directory. The last line is `gpu-check: N passed, M failed`.
 # It never changes clocks, power limits, persistence or MIG: the card is measured as found.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-out=./gpu-check-out
+mode=run
+out=""
 bundle=""
-deps=""
-pack=""
-build_dir="$here/build-cuda"
-jobs=$(nproc 2>/dev/null || echo 4)
+pack_dir=""
+build_dir="${KBISECT_BUILD_DIR:-$here/build}"
+budget_s="${KBISECT_GPU_CHECK_BUDGET_S:-345}"
+bundle_limit_mib=40
+bundled_bins=(kbisect tests/test_backends_cuda)
 
-die() { echo "gpu-check: $*" >&2; echo "gpu-check: 0 passed, 1 failed"; exit 1; }
-log() { echo "[gpu-check $(date +%H:%M:%S)] $*" >&2; }
+in_run=""  # inside the run, the tally line is printed once, after the run
+die() { echo "gpu-check: $*" >&2; [[ -n "$in_run" ]] || echo "gpu-check: 0 passed, 1 failed"; exit 1; }
+log() { echo "[gpu-check $(date +%H:%M:%S)] $*"; }
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) out=$2; shift 2 ;;
     --bundle) bundle=$2; shift 2 ;;
-    --deps) deps=$2; shift 2 ;;
-    --pack) pack=$2; shift 2 ;;
+    --pack) mode=pack; pack_dir=$2; shift 2 ;;
+    --rehearse) mode=rehearse; shift ;;
     --build) build_dir=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
+[[ "$budget_s" =~ ^[0-9]+$ ]] || die "KBISECT_GPU_CHECK_BUDGET_S='$budget_s' is not a whole number of seconds"
 
-# ---------------------------------------------------------------- --pack: make a carryable bundle
-is_system_lib() {
-  # glibc and the loader exist on every Linux host; everything else travels.
-  case "$(basename "$1")" in
-    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libresolv.so*|linux-vdso*) return 0 ;;
-    libcuda.so*|libnvidia-ml.so*) return 0 ;;  # the driver's own libraries: never carried
+# ---------------------------------------------------------------- libraries: what may come from where
+# glibc and the loader exist on every Linux host.
+is_glibc() {
+  case "$1" in
+    libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libresolv.so*|linux-vdso*|libutil.so*) return 0 ;;
+  esac
+  return 1
+}
+# The CUDA driver and toolkit libraries: the host's own, never carried (NVRTC must match its builtins,
+# the driver must match the kernel module).
+is_cuda_lib() {
+  case "$1" in
+    libcuda.so*|libnvidia-*|libnvrtc*|libcublas*|libcudart*|libnvJitLink*) return 0 ;;
   esac
   return 1
 }
 
-if [[ -n "$pack" ]]; then
-  [[ -x "$build_dir/kbisect" ]] || die "--pack: $build_dir/kbisect not found (build it first)"
-  mkdir -p "$pack/lib"
-  cp "$build_dir/kbisect" "$pack/kbisect"
-  bins=("$build_dir/kbisect")
-  if [[ -x "$build_dir/tests/test_backends_cuda" ]]; then
-    cp "$build_dir/tests/test_backends_cuda" "$pack/test_backends_cuda"
-    bins+=("$build_dir/tests/test_backends_cuda")
-  else
-    log "no $build_dir/tests/test_backends_cuda: the bundle runs without the mutant step"
-  fi
-  while read -r lib; do
-    [[ -n "$lib" && -f "$lib" ]] || continue
-    is_system_lib "$lib" && continue
-    name=$(basename "$lib")
-    size=$(stat -L -c %s "$lib")
-    if (( size > 8 * 1024 * 1024 )); then
-      log "compressing $name ($((size / 1048576)) MiB)"
-      xz -T0 -6 -c "$lib" > "$pack/lib/$name.xz"
-    else
-      cp -L "$lib" "$pack/lib/$name"
+# `ldd BINARY` resolved against the rule: every library is glibc, the host's CUDA, or in LIBDIR (or the
+# host's C++ runtime, when host_cxx=1: see below). Prints one line per offender; non-zero when there is one.
+host_cxx=0
+check_libs() {
+  local bin=$1 libdir bad=0 name path
+  libdir=$(cd "$2" && pwd -P)
+  while read -r name path; do
+    is_glibc "$name" && continue
+    if [[ $host_cxx -eq 1 && ( "$name" == libstdc++.so.6 || "$name" == libgcc_s.so.1 ) ]]; then continue; fi
+    if [[ "$path" == "not" ]]; then
+      echo "  $(basename "$bin"): $name not found"; bad=1; continue
     fi
-  done < <(for b in "${bins[@]}"; do ldd "$b"; done | awk '/=>/ {print $3}' | sort -u)
-  du -sh "$pack" >&2
-  log "bundle ready in $pack (carry it with the source tree; run scripts/gpu-check.sh --bundle $pack)"
+    path=$(readlink -f "$path")
+    if [[ "$path" == "$libdir"/* ]] || is_cuda_lib "$name"; then continue; fi
+    echo "  $(basename "$bin"): $name resolves to $path, outside the bundle"; bad=1
+  done < <(ldd "$bin" | awk '/=>/ {print $1, $3}')
+  return $bad
+}
+
+unxz_to() {  # unxz_to FILE.xz DEST: xz when the host has it, else Python's lzma
+  if command -v xz > /dev/null; then xz -dc "$1" > "$2"
+  else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
+  fi
+}
+
+# unpack BUNDLE DEST: bin/ and lib/ decompressed, binaries executable.
+unpack() {
+  local src=$1 dst=$2 f sub
+  mkdir -p "$dst/bin" "$dst/lib"
+  for sub in bin lib; do
+    for f in "$src/$sub"/*.xz; do
+      [[ -e "$f" ]] || continue
+      unxz_to "$f" "$dst/$sub/$(basename "$f" .xz)"
+    done
+  done
+  chmod +x "$dst"/bin/*
+}
+
+# The host's CUDA toolkit: nvcc for the nvcc toolchain, its lib folder for NVRTC (and its builtins) and
+# cuBLAS. Sets cuda_root and cuda_lib; only kbisect's own processes get cuda_lib on their library path.
+find_cuda() {
+  local r d
+  cuda_root=""
+  for r in "${KBISECT_CUDA_ROOT:-}" "${CUDA_HOME:-}" "${CUDA_PATH:-}" \
+           "$(dirname "$(dirname "$(readlink -f "$(command -v nvcc || echo /nonexistent/bin/nvcc)")")")" \
+           /usr/local/cuda /usr/local/cuda-13*; do
+    if [[ -n "$r" && -x "$r/bin/ptxas" ]]; then cuda_root=$r; break; fi
+  done
+  cuda_lib=""
+  for d in "$cuda_root/lib64" "$cuda_root/targets/x86_64-linux/lib" "$cuda_root/lib"; do
+    if [[ -n "$cuda_root" && -e "$d/libnvrtc.so.13" ]]; then cuda_lib=$d; break; fi
+  done
+  if [[ -z "$cuda_lib" ]]; then  # a toolkit installed as Python wheels
+    cuda_lib=$(timeout 20 find /usr/local /opt /usr/lib -name 'libnvrtc.so.13' -printf '%h\n' 2>/dev/null | head -1 || true)
+  fi
+  return 0
+}
+
+# ---------------------------------------------------------------- --pack
+pack() {
+  local dest=$1 b tmp name path size total
+  command -v patchelf > /dev/null || die "--pack needs patchelf (scripts/install-deps installs it)"
+  command -v xz > /dev/null || die "--pack needs xz (scripts/install-deps installs it)"
+  for b in "${bundled_bins[@]}"; do
+    [[ -x "$build_dir/$b" ]] || die "--pack: $build_dir/$b not found (run scripts/build first)"
+  done
+  rm -rf "$dest"
+  mkdir -p "$dest/bin" "$dest/lib"
+  tmp=$(mktemp -d)
+  for b in "${bundled_bins[@]}"; do
+    name=$(basename "$b")
+    strip --strip-all -o "$tmp/$name" "$build_dir/$b"
+    # The bundle's own lib/ first; only the binaries get a run path, so nothing they start (nvcc,
+    # ptxas, python) sees the bundle's libraries.
+    patchelf --set-rpath '$ORIGIN/../lib' "$tmp/$name"
+    xz -T0 -6 -c "$tmp/$name" > "$dest/bin/$name.xz"
+  done
+  while read -r name path; do
+    is_glibc "$name" && continue
+    is_cuda_lib "$name" && continue
+    [[ "$path" == "not" ]] && die "--pack: $name is not found here (ldd); cannot bundle it"
+    strip --strip-unneeded -o "$tmp/$name" "$(readlink -f "$path")"
+    xz -T0 -6 -c "$tmp/$name" > "$dest/lib/$name.xz"
+  done < <(for b in "${bundled_bins[@]}"; do ldd "$build_dir/$b"; done | awk '/=>/ {print $1, $3}' | sort -u)
+  rm -rf "$tmp"
+  {
+    echo "kbisect bundle for scripts/gpu-check.sh"
+    echo "source: $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+    echo "made: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
+    (cd "$dest" && find bin lib -type f -printf '%s %p\n' | sort -k2)
+  } > "$dest/MANIFEST"
+  total=$(du -sb "$dest" | cut -f1)
+  size=$(awk -v b="$total" 'BEGIN {printf "%.1f", b / 1048576}')
+  echo "gpu-bundle: $(find "$dest" -type f | wc -l) files, ${size} MiB in $dest (limit ${bundle_limit_mib} MiB)"
+  (( total <= bundle_limit_mib * 1048576 )) || die "--pack: the bundle is ${size} MiB, over ${bundle_limit_mib} MiB"
+}
+
+if [[ "$mode" == pack ]]; then
+  pack "$pack_dir"
   exit 0
 fi
 
-# ---------------------------------------------------------------- the check
+# ---------------------------------------------------------------- --rehearse (no GPU, here)
+if [[ "$mode" == rehearse ]]; then
+  work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-rehearse.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  fails=0
+  fail() { echo "rehearse: FAIL $*"; fails=$((fails + 1)); }
+  pack "$work/bundle" | tee "$work/pack.txt"
+  # The bundle's binaries, unpacked into an empty directory, with nothing of this machine's but glibc
+  # and the CUDA toolkit: the same libraries the GPU machine will resolve.
+  mkdir -p "$work/empty"
+  unpack "$work/bundle" "$work/empty/kb"
+  find_cuda
+  for b in "$work"/empty/kb/bin/*; do
+    if out_libs=$(LD_LIBRARY_PATH="$cuda_lib" check_libs "$b" "$work/empty/kb/lib"); then echo "rehearse: $(basename "$b"): every library is the bundle's, glibc or CUDA"
+    else fail "$(basename "$b"): libraries from elsewhere:"; echo "$out_libs"; fi
+  done
+  (cd "$work/empty" && env LD_LIBRARY_PATH="$cuda_lib" "$work/empty/kb/bin/kbisect" --version > "$work/version.txt" 2>&1) ||
+    fail "the unpacked kbisect does not start: $(tail -2 "$work/version.txt")"
+  # The whole run as the GPU machine would do it, from a copy of the tracked tree (what a lease carries),
+  # with the GPU steps answered 'skipped: no GPU'.
+  git -C "$here" ls-files -z --cached --others --exclude-standard |
+    (cd "$here" && xargs -0 cp --parents -t "$work/empty" 2>/dev/null) ||
+    fail "cannot copy the tracked tree"
+  mkdir -p "$work/empty/gpu-bundle" && cp -r "$work/bundle/." "$work/empty/gpu-bundle/"
+  mkdir -p "$work/out"
+  t0=$(date +%s)
+  set +e
+  (cd "$work/empty" && env -u LD_LIBRARY_PATH KBISECT_GPU_CHECK_REHEARSAL=1 \
+     bash scripts/gpu-check.sh --out "$work/out") > "$work/run.txt" 2>&1
+  rc=$?
+  set -e
+  wall=$(( $(date +%s) - t0 ))
+  sed 's/^/  | /' "$work/run.txt"
+  last=$(tail -1 "$work/run.txt")
+  [[ "$last" =~ ^gpu-check:\ [0-9]+\ passed,\ [0-9]+\ failed$ ]] || fail "the run's last line is '$last'"
+  [[ "$last" =~ \ 0\ failed$ ]] || fail "the run reported failures ($last, exit $rc)"
+  (( wall <= budget_s + 15 )) || fail "the host-side run took ${wall} s, over its ${budget_s} s budget"
+  # The $OUT rule of a lease: at most 8 files, each at most 16 MiB, at most two folders down.
+  nfiles=$(find "$work/out" -type f | wc -l)
+  (( nfiles <= 8 )) || fail "$nfiles files under --out (a lease returns 8)"
+  big=$(find "$work/out" -type f -size +16M | head -1)
+  [[ -z "$big" ]] || fail "$big is over 16 MiB"
+  deep=$(find "$work/out" -mindepth 4 | head -1)
+  [[ -z "$deep" ]] || fail "$deep is more than two folders down"
+  # Every step ran under a timeout and printed its budget line.
+  steps=$(grep -c '^budget: ' "$work/run.txt" || true)
+  untimed=$(grep -c '^budget: .* no timeout' "$work/run.txt" || true)
+  (( steps >= 7 )) || fail "only $steps budget lines (one per step expected)"
+  (( untimed == 0 )) || fail "$untimed steps ran without a timeout"
+  grep -q 'skipped: no GPU' "$work/run.txt" || fail "no GPU step was answered 'skipped: no GPU'"
+  echo "rehearse: $(cat "$work/pack.txt" | grep '^gpu-bundle:')"
+  echo "rehearse: host-side run ${wall} s of ${budget_s} s; $nfiles files under --out; $steps steps, each under a timeout"
+  echo "rehearse: $([[ $fails -eq 0 ]] && echo ok || echo "$fails failed")"
+  exit $(( fails > 0 ))
+fi
+
+# ---------------------------------------------------------------- the run
+[[ -n "$out" ]] || die "--out DIR is required (on a lease: --out \"\$OUT\")"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-exec > >(tee "$out/gpu-check.log") 2>&1
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+run_check() {
+in_run=1
+exec 3>&1  # the budget lines go here even when a step's own output is redirected
 start=$(date +%s)
-if command -v nvidia-smi > /dev/null; then
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
-    > "$out/gpu.csv" 2>&1 || true
-fi
-[[ -f "$out/gpu.csv" ]] && cat "$out/gpu.csv"
+deadline=$((start + budget_s))
+rehearsal=${KBISECT_GPU_CHECK_REHEARSAL:-}
+results=()  # "what|status|detail" of the checks made here; the summary adds the rest
+note() { results+=("$1|$2|$3"); }
 
-kbisect=""
-if [[ -z "$bundle" && -d ./gpu-bundle ]]; then bundle=./gpu-bundle; fi
-if [[ -n "$bundle" ]]; then
-  [[ -x "$bundle/kbisect" ]] || die "--bundle $bundle has no kbisect"
-  libdir="$out/.lib"
-  mkdir -p "$libdir"
-  for f in "$bundle"/lib/*; do
-    [[ -e "$f" ]] || continue
-    case "$f" in
-      *.xz) xz -d -c "$f" > "$libdir/$(basename "$f" .xz)" ;;
-      *) cp "$f" "$libdir/" ;;
-    esac
-  done
-  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if "$bundle/kbisect" list > "$out/list.txt" 2>&1; then
-    kbisect="$bundle/kbisect"
-    log "using the carried build ($bundle)"
-  else
-    log "the carried build does not run here:"; tail -5 "$out/list.txt" >&2
+# step NAME LIMIT_S COMMAND...: runs COMMAND under `timeout`, at most LIMIT_S and never past the
+# deadline (10 s kept for the summary); prints "budget: NAME used/limit s (exit rc)". Sets step_rc.
+# The budget line goes to fd 3 (the run's output), not to wherever the step's output is redirected.
+step() {
+  local name=$1 limit=$2 left t0 used
+  shift 2
+  left=$((deadline - 10 - $(date +%s)))
+  if (( limit > left )); then limit=$left; fi
+  if (( limit < 3 )); then
+    echo "budget: $name 0/0 s (skipped: the run's ${budget_s} s are spent)" >&3
+    step_rc=124
+    return 0
   fi
-fi
-if [[ -z "$kbisect" ]]; then
-  log "building kbisect here (fallback)"
-  generator=(-G Ninja)
-  command -v ninja > /dev/null || generator=()
-  cmake_args=(-S "$here" -B "$out/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DKBISECT_WITH_CUDA=ON
-              -DKBISECT_WITH_HIP=OFF -DKBISECT_BUILD_TESTS=OFF -DKBISECT_BUILD_BENCH=OFF)
-  if [[ -n "$deps" ]]; then
-    cmake_args+=("-DCMAKE_PREFIX_PATH=$deps/usr;$deps/usr/lib/x86_64-linux-gnu/cmake;$deps/usr/lib/llvm-19")
-    export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/llvm-19/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  fi
-  cmake "${cmake_args[@]}" > "$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; die "cmake failed (see $out/cmake.log)"; }
-  cmake --build "$out/build" --target kbisect -j "$jobs" > "$out/build.log" 2>&1 ||
-    { tail -20 "$out/build.log"; die "build failed (see $out/build.log)"; }
-  kbisect="$out/build/kbisect"
-  "$kbisect" list > "$out/list.txt" 2>&1 || die "the fresh build does not run"
-fi
-export KBISECT_KERNEL_DIR="$here/kernels"
-export KBISECT_CACHE_DIR="$out/cache"
-cat "$out/list.txt"
-grep -q "cuda   available" "$out/list.txt" || die "CUDA backend not available here (see $out/list.txt)"
-
-# Toolchains that can run on this GPU: sm_90a presets (Hopper). clang's is used when present.
-toolchains="nvcc-sm90a nvrtc-sm90a"
-grep -q "clang19-cuda-sm90a" "$out/list.txt" && toolchains="$toolchains clang19-cuda-sm90a"
-tc_yaml=${toolchains// /, }
-
-# (1) correctness of every kernel config on small shapes, minimal timing
-cat > "$out/correctness.yaml" <<YAML
-name: gpu-correctness
-tier: l1
-toolchains: [$tc_yaml]
-measure: {warmup_s: 0, min_samples: 1, max_samples: 2, min_time_s: 0, max_time_s: 0.01}
-benchmarks:
-YAML
-for spec in "matmul_tiled:best small deep:f32, bf16, f16" \
-            "matmul_ws_sm80:best small wide:bf16, f16" \
-            "matmul_ws_sm90:best persistent wide:bf16, f16"; do
-  IFS=: read -r kernel configs dtypes <<< "$spec"
-  for cfg in $configs; do
-    cat >> "$out/correctness.yaml" <<YAML
-  - kernel: $kernel
-    backend: cuda
-    config: $cfg
-    dtypes: [$dtypes]
-    shapes: [[128, 128, 64], [200, 136, 72], [1000, 1024, 520], [64, 512, 2048]]
-YAML
-  done
-done
-cat >> "$out/correctness.yaml" <<YAML
-  - kernel: matmul_tiled
-    backend: cuda
-    config: small
-    dtypes: [f32]
-    shapes: [[77, 45, 33], [1, 1, 1]]
-YAML
-log "correctness sweep"
-set +e
-"$kbisect" sweep "$out/correctness.yaml" -o "$out/correctness" --format table,json,csv > "$out/correctness.txt" 2>&1
-rc_corr=$?
-"$kbisect" sweep "$here/sweeps/cuda-h100.yaml" -o "$out/timed" --format table,json,csv,md \
-  --toolchain nvcc-sm90a --toolchain nvrtc-sm90a > "$out/timed.txt" 2>&1
-rc_timed=$?
-set -e
-log "sweeps done (exit codes: correctness $rc_corr, timed $rc_timed)"
-
-# (3) cuBLAS reference on the timed shapes
-cublas_ok=0
-shapes="4096 4096 4096 2048 4096 4096 2048 11008 4096 2048 4096 11008 8192 8192 8192"
-nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-if "$nvcc_bin" -O2 -arch=native -o "$out/cublas_ref" "$here/backends/cuda/tools/cublas_ref.cu" -lcublas \
-     > "$out/cublas_build.log" 2>&1; then
-  # shellcheck disable=SC2086  # the shape list is meant to split into arguments
-  if "$out/cublas_ref" $shapes > "$out/cublas.jsonl" 2> "$out/cublas.err"; then cublas_ok=1; fi
-else
-  log "cuBLAS reference did not build (see $out/cublas_build.log)"
-fi
-
-# (4) mutants: each classic GEMM bug of matmul_tiled must fail the full and the fast (device) check
-mutants_rc=skipped
-if [[ -n "$bundle" && -x "$bundle/test_backends_cuda" ]]; then
-  log "CUDA mutants and device digest"
+  t0=$(date +%s)
   set +e
-  "$bundle/test_backends_cuda" --gtest_filter='CudaMutants.*:CudaDigest.*' > "$out/mutants.txt" 2>&1
-  mutants_rc=$?
+  timeout --kill-after=5 "$limit" "$@"
+  step_rc=$?
   set -e
-  tail -3 "$out/mutants.txt"
+  used=$(( $(date +%s) - t0 ))
+  echo "budget: $name ${used}/${limit} s (exit $step_rc$( ( [[ $step_rc -eq 124 || $step_rc -eq 137 ]] && echo ', timed out') || true)); run so far $(( $(date +%s) - start ))/${budget_s} s" >&3
+}
+
+# (0) unpack the bundle
+[[ -n "$bundle" ]] || bundle="$here/gpu-bundle"
+[[ -f "$bundle/MANIFEST" ]] || die "no bundle at $bundle (make one with --pack and carry it; see docs/gpu-check.md)"
+log "(0) bundle $(sed -n 2p "$bundle/MANIFEST")"
+export -f unpack unxz_to
+step unpack 60 bash -c 'unpack "$@"' unpack "$bundle" "$work/kb"
+[[ $step_rc -eq 0 ]] || die "cannot unpack $bundle"
+
+find_cuda
+log "CUDA toolkit: ${cuda_root:-none} (libraries: ${cuda_lib:-none})"
+# The bundle's C++ runtime is the build machine's (GCC 12). A process holds one libstdc++, and the host's
+# own libraries that kbisect dlopens (a HIP runtime, say) may need a newer one: a host whose libstdc++ is
+# strictly newer keeps its own, a superset of what kbisect needs.
+glibcxx() { grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$1" | sort -uV | tail -1; }
+sys_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}' || true)
+if [[ -n "$sys_cxx" && -f "$work/kb/lib/libstdc++.so.6" ]]; then
+  have=$(glibcxx "$sys_cxx"); ours=$(glibcxx "$work/kb/lib/libstdc++.so.6")
+  if [[ "$have" != "$ours" && "$(printf '%s\n%s\n' "$ours" "$have" | sort -V | tail -1)" == "$have" ]]; then
+    rm -f "$work/kb/lib/libstdc++.so.6" "$work/kb/lib/libgcc_s.so.1"
+    host_cxx=1
+    log "C++ runtime: the host's $sys_cxx ($have, newer than the bundle's $ours)"
+  else
+    log "C++ runtime: the bundle's ($ours; the host's is ${have:-absent})"
+  fi
+fi
+# Wrappers (real commands, so that `timeout` can run them): the CUDA library folder, the kernels of this
+# tree, a scratch compile cache, and a 30 s deadline per launch.
+mkdir -p "$work/cmd"
+for b in kbisect test_backends_cuda; do
+  cat > "$work/cmd/$b" <<SH
+#!/usr/bin/env bash
+export LD_LIBRARY_PATH="${cuda_lib}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" KBISECT_CUDA_ROOT="$cuda_root" \\
+  KBISECT_KERNEL_DIR="$here/kernels" KBISECT_CACHE_DIR="$work/cache" KBISECT_CUDA_TIMEOUT_S=30
+exec "$work/kb/bin/$b" "\$@"
+SH
+  chmod +x "$work/cmd/$b"
+done
+kbisect=$work/cmd/kbisect
+kbtest=$work/cmd/test_backends_cuda
+if libs=$(for b in "$work"/kb/bin/*; do LD_LIBRARY_PATH="$cuda_lib" check_libs "$b" "$work/kb/lib"; done); then
+  log "libraries: the bundle's, glibc and the host's CUDA"
 else
-  log "no test_backends_cuda in the bundle: the mutant step is skipped"
+  echo "$libs"; die "the bundle needs libraries this machine does not have"
 fi
 
-log "total $(( $(date +%s) - start )) s so far; summary follows"
-# Summary table (last lines): per case status, and timed figures next to cuBLAS.
-python3 - "$out" "$cublas_ok" "$mutants_rc" <<'PY'
+# (a) the environment
+gpu=0
+{
+  echo "host: $(uname -srm), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+  echo "cuda toolkit: ${cuda_root:-none}; nvcc: $( ("$cuda_root/bin/nvcc" --version 2>/dev/null || true) | tail -2 | head -1)"
+  if command -v nvidia-smi > /dev/null; then
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,temperature.gpu,power.draw,power.limit,persistence_mode \
+      --format=csv 2>&1 || true
+    timeout 20 python3 -c 'import torch; p = torch.cuda.get_device_properties(0); print(f"device: {p.name}, {p.multi_processor_count} SMs, L2 {p.L2_cache_size / 2**20:.0f} MiB, {p.total_memory / 2**30:.0f} GiB")' 2>&1 | tail -1 || true
+  else
+    echo "nvidia-smi: not found"
+  fi
+  "$kbisect" --version
+  "$kbisect" list
+} > "$work/env.txt" 2>&1 || true
+cp "$work/env.txt" "$out/env.txt"
+echo "budget: environment (each query under timeout 20); run so far $(( $(date +%s) - start ))/${budget_s} s"
+sed -n '1,12p' "$work/env.txt"
+if grep -q '^  cuda   available' "$work/env.txt"; then gpu=1; fi
+if [[ $gpu -eq 0 ]]; then
+  log "no usable CUDA device: $(grep '^  cuda ' "$work/env.txt" | head -1 | sed 's/^ *//'); the GPU steps are skipped: no GPU"
+  [[ -n "$rehearsal" ]] || note environment failed "no usable CUDA device (see env.txt)"
+else
+  note environment ok "$(grep -m1 '^device:' "$work/env.txt" || true)"
+fi
+
+# The device's arch picks the toolchains (sm_90 -> the sm90a presets).
+cc=$(timeout 10 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .' || true)
+case "$cc" in
+  8*) arch=sm80 ;;
+  *) arch=sm90a ;;  # Hopper, and the rehearsal (its compiles are the Hopper ones)
+esac
+toolchains="nvcc-$arch, nvrtc-$arch"
+has_cublas=0
+grep -q '^  cuda  cublas ' "$work/env.txt" && has_cublas=1
+
+# (b) correctness of every kernel config, small and odd shapes, minimal timing
+{
+  echo "name: gpu-correctness"
+  echo "tier: l1"
+  echo "toolchains: [$toolchains]"
+  echo "measure: {warmup_s: 0, min_samples: 1, max_samples: 2, min_time_s: 0, max_time_s: 0.01}"
+  echo "benchmarks:"
+  for spec in "matmul_tiled:best small deep:f32, bf16, f16" \
+              "matmul_ws_sm80:best small wide:bf16, f16" \
+              "matmul_ws_sm90:best persistent wide:bf16, f16"; do
+    IFS=: read -r kernel configs dtypes <<< "$spec"
+    for cfg in $configs; do
+      echo "  - {kernel: $kernel, backend: cuda, config: $cfg, dtypes: [$dtypes],"
+      echo "     shapes: [[128, 128, 64], [200, 136, 72], [1000, 1024, 520], [64, 512, 2048]]}"
+    done
+  done
+  echo "  - {kernel: matmul_tiled, backend: cuda, config: small, dtypes: [f32], shapes: [[77, 45, 33], [1, 1, 1]]}"
+  if [[ $has_cublas -eq 1 ]]; then
+    echo "  - {kernel: cublas, backend: cuda, dtypes: [bf16, f32], shapes: [[200, 136, 72], [1000, 1024, 520]], toolchains: [nvrtc-$arch]}"
+  fi
+} > "$work/correctness.yaml"
+log "(b) correctness sweep"
+step correctness 150 "$kbisect" sweep "$work/correctness.yaml" -o "$work/correctness" --format json,table > "$work/correctness.txt" 2>&1
+tail -4 "$work/correctness.txt" | head -3
+if [[ -f "$work/correctness/results.json" ]]; then cp "$work/correctness/results.json" "$out/correctness.json"; fi
+
+# (c) mutants, device digest and the GPU tests
+log "(c) CUDA mutants, device digest, GPU tests"
+step mutants 150 "$kbtest" --gtest_filter='CudaMutants.*:CudaDigest.*:CudaGpu.*' --gtest_color=no > "$out/gtest.txt" 2>&1
+mutants_rc=$step_rc
+grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[  +(OK|FAILED|SKIPPED) +\]' "$out/gtest.txt" | tail -12
+
+# (d)+(e) timed sweep, cold then hot, with cuBLAS as the anchor
+shapes='[[4096, 4096, 4096], [8192, 8192, 8192], [2048, 4096, 4096], [2048, 11008, 4096], [2048, 4096, 11008]]'
+timed_yaml() {  # timed_yaml MODE
+  echo "name: gpu-timed-$1"
+  echo "tier: l2"
+  echo "toolchains: [$toolchains]"
+  echo "measure: {mode: $1, warmup_s: 0.02, min_samples: 10, max_samples: 100, min_time_s: 0.05, max_time_s: 0.4, noise: 1%}"
+  echo "benchmarks:"
+  echo "  - {kernel: matmul_tiled, backend: cuda, config: best, dtypes: [bf16], shapes: $shapes}"
+  echo "  - {kernel: matmul_ws_sm80, backend: cuda, config: best, dtypes: [bf16], shapes: $shapes}"
+  if [[ "$arch" == sm90a ]]; then
+    echo "  - {kernel: matmul_ws_sm90, backend: cuda, params: {PERSISTENT: [0, 1]}, dtypes: [bf16], shapes: $shapes}"
+  fi
+  if [[ $has_cublas -eq 1 ]]; then
+    echo "  - {kernel: cublas, backend: cuda, dtypes: [bf16], shapes: $shapes, toolchains: [nvrtc-$arch]}"
+  fi
+}
+for m in cold hot; do
+  timed_yaml "$m" > "$work/timed-$m.yaml"
+  log "(d) timed sweep, $m"
+  step "timed-$m" $([[ $m == cold ]] && echo 90 || echo 60) \
+    "$kbisect" sweep "$work/timed-$m.yaml" -o "$work/timed-$m" --format json,table > "$work/timed-$m.txt" 2>&1
+  if [[ -f "$work/timed-$m/results.json" ]]; then cp "$work/timed-$m/results.json" "$out/timed-$m.json"; fi
+done
+# cuBLAS outside kbisect when the bundle's kbisect has no cublas kernel (an older bundle).
+cublas_jsonl=""
+if [[ $has_cublas -eq 0 && -n "$cuda_root" ]]; then
+  log "(e) cuBLAS through backends/cuda/tools/cublas_ref.cu (this kbisect has no cublas kernel)"
+  step cublas-build 60 "$cuda_root/bin/nvcc" -O2 -arch=native -o "$work/cublas_ref" "$here/backends/cuda/tools/cublas_ref.cu" \
+    -L"$cuda_lib" -lcublas > "$work/cublas_build.txt" 2>&1
+  if [[ $step_rc -eq 0 && $gpu -eq 1 ]]; then
+    step cublas 60 env LD_LIBRARY_PATH="$cuda_lib" "$work/cublas_ref" 4096 4096 4096 8192 8192 8192 2048 4096 4096 \
+      2048 11008 4096 2048 4096 11008 > "$work/cublas.jsonl" 2> "$work/cublas.err"
+    if [[ $step_rc -eq 0 ]]; then cublas_jsonl="$work/cublas.jsonl"; fi
+  fi
+fi
+
+# (f) kbisect ab: nvcc against NVRTC (A/B) and NVRTC against itself (A/A), one kernel, one shape.
+log "(f) ab: nvcc vs NVRTC and NVRTC vs NVRTC"
+ab_kernel=$([[ "$arch" == sm90a ]] && echo matmul_ws_sm90 || echo matmul_ws_sm80)
+cat > "$work/ab.yaml" <<YAML
+name: gpu-ab
+toolchains: [nvrtc-$arch]
+measure: {mode: cold}
+benchmarks:
+  - {kernel: $ab_kernel, backend: cuda, config: best, dtypes: [bf16], shapes: [[4096, 4096, 4096]]}
+YAML
+step ab-nvcc-nvrtc 45 "$kbisect" ab "$work/ab.yaml" --toolchain "nvcc-$arch" --toolchain "nvrtc-$arch" --budget-s 15 \
+  --threshold 1% -o "$work/ab-ab" > "$work/ab-ab.txt" 2>&1
+ab_rc=$step_rc
+step ab-aa 45 "$kbisect" ab "$work/ab.yaml" --toolchain "nvrtc-$arch" --toolchain "nvrtc-$arch" --budget-s 15 \
+  --threshold 1% -o "$work/ab-aa" > "$work/ab-aa.txt" 2>&1
+aa_rc=$step_rc
+# Does placement matter on the GPU? The same A/A with the random gaps before the device operands turned
+# off: every block's operands then land where the previous block's were.
+step ab-aa-fixed 45 env KBISECT_CUDA_GAPS=0 "$kbisect" ab "$work/ab.yaml" --toolchain "nvrtc-$arch" \
+  --toolchain "nvrtc-$arch" --budget-s 15 --threshold 1% -o "$work/ab-aa-fixed" > "$work/ab-aa-fixed.txt" 2>&1
+fixed_rc=$step_rc
+cat "$work/ab-ab.txt" "$work/ab-aa.txt" "$work/ab-aa-fixed.txt" | grep -E '^(cuda/|geomean|[0-9]+ worse)'
+python3 - "$work" "$out/ab.json" <<'PY'
 import json, os, sys
-out, cublas_ok, mutants_rc = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
-passed = failed = skipped = 0
-def load(p):
+work, dest = sys.argv[1], sys.argv[2]
+every = {}
+for name in ("ab-ab", "ab-aa", "ab-aa-fixed"):
+    p = os.path.join(work, name, "ab.json")
     try:
-        with open(p) as f: return json.load(f).get("cases", [])
+        with open(p) as f: every[name] = json.load(f)
     except Exception as e:
-        print(f"cannot read {p}: {e}"); return None
-corr = load(os.path.join(out, "correctness", "results.json"))
-timed = load(os.path.join(out, "timed", "results.json"))
-for name, cases in (("correctness", corr), ("timed", timed)):
-    if cases is None:
-        failed += 1; continue
-    for c in cases:
-        s = c.get("status")
-        if s == "ok": passed += 1
-        elif s == "skipped": skipped += 1
-        else:
-            failed += 1
-            p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items()))
-            sh = c.get("shape", {})
-            print(f"FAIL {name}: {c.get('kernel')}[{p}]/{c.get('dtype')}/{sh.get('M')}x{sh.get('N')}x{sh.get('K')}/"
-                  f"{c.get('toolchain', {}).get('name')}: {s}: {str(c.get('reason', ''))[:300]}")
-ref = {}
-if cublas_ok:
-    with open(os.path.join(out, "cublas.jsonl")) as f:
-        for line in f:
-            r = json.loads(line); ref[(r["M"], r["N"], r["K"])] = r
-    passed += 1
-else:
-    failed += 1
-    print("FAIL cuBLAS reference did not run")
-if mutants_rc == "skipped":
-    skipped += 1
-    print("SKIP mutants: test_backends_cuda was not in the bundle")
-elif mutants_rc == "0":
-    passed += 1
-else:
-    failed += 1
-    print(f"FAIL mutants: test_backends_cuda exited {mutants_rc} (see {out}/mutants.txt)")
-rows = []
-for c in timed or []:
-    if c.get("status") != "ok": continue
-    sh = c["shape"]; key = (sh["M"], sh["N"], sh["K"])
-    med = c.get("summary", {}).get("median_s") or 0
-    tf = 2.0 * key[0] * key[1] * key[2] / med * 1e-12 if med else 0
-    p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items()))
-    cb = ref.get(key, {}).get("tflops")
-    rows.append((f"{c['kernel']}[{p}]", c["toolchain"]["name"], "x".join(map(str, key)), tf, cb))
-if rows:
-    print(f"{'kernel':<48} {'toolchain':<12} {'shape':<17} {'TFLOP/s':>8} {'cuBLAS':>8} {'ratio':>6}")
-    for k, t, s, tf, cb in rows:
-        print(f"{k:<48} {t:<12} {s:<17} {tf:8.1f} {(cb or 0):8.1f} {(tf / cb if cb else 0):6.2f}")
-with open(os.path.join(out, "summary.json"), "w") as f:
-    json.dump({"passed": passed, "failed": failed, "skipped": skipped, "cublas": list(ref.values())}, f, indent=2)
-print(f"(skipped: {skipped}; details under {out})")
-print(f"gpu-check: {passed} passed, {failed} failed")
+        every[name] = {"error": f"no {p}: {e}"}
+        continue
+    # Did the device operands move between blocks? Distinct placements per side, against blocks.
+    for pair in every[name].get("extra", {}).get("pairs", []):
+        pl = pair.get("placements", {})
+        a, b = pl.get("a", []), pl.get("b", [])
+        dec = next((c.get("decision", {}) for c in every[name]["extra"].get("comparison", {}).get("cases", [])), {})
+        ci = dec.get("ci_pct") or [float("nan")] * 2
+        print(f"placement {name}: {len(a)} blocks, {len(set(a))} distinct for A and {len(set(b))} for B; "
+              f"effect {dec.get('effect_pct', float('nan')):+.3f}% CI [{ci[0]:+.3f}%, {ci[1]:+.3f}%] {dec.get('verdict')}")
+with open(dest, "w") as f: json.dump(every, f, indent=1)
 PY
+
+# ---------------------------------------------------------------- summary
+python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" <<'PY'
+import json, os, sys
+out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted = sys.argv[1:9]
+gpu = gpu == "1"
+checks = [tuple(l.split("|", 2)) for l in noted.splitlines() if l]  # (what, status, detail)
+def load(name):
+    try:
+        with open(os.path.join(out, name)) as f: return json.load(f).get("cases", [])
+    except Exception:
+        return None
+def tc_name(c):
+    t = c.get("toolchain")
+    return t.get("name") if isinstance(t, dict) else (t or "")
+def cid(c):
+    p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items()))
+    s = c.get("shape", {})
+    return f"{c.get('kernel')}[{p}]/{c.get('dtype')}/{s.get('M')}x{s.get('N')}x{s.get('K')}/{tc_name(c)}"
+for name in ("correctness.json", "timed-cold.json", "timed-hot.json"):
+    cases = load(name)
+    if cases is None:
+        checks.append((name, "failed", "no results"))
+        continue
+    bad = [c for c in cases if c.get("status") in ("failed", "incorrect")]
+    ok = [c for c in cases if c.get("status") == "ok"]
+    sk = [c for c in cases if c.get("status") == "skipped"]
+    for c in bad:
+        print(f"FAIL {name}: {cid(c)}: {c.get('status')}: {str(c.get('reason', ''))[:300]}")
+    if bad: checks.append((name, "failed", f"{len(bad)} of {len(cases)} cases failed or incorrect"))
+    elif not gpu: checks.append((name, "skipped", f"skipped: no GPU ({len(sk)} cases compiled, then skipped)"))
+    elif not ok: checks.append((name, "failed", "no case ran"))
+    else: checks.append((name, "ok", f"{len(ok)} ok, {len(sk)} skipped with a reason"))
+if gpu:
+    checks.append(("mutants, digest, GPU tests", "ok" if mutants_rc == "0" else "failed", f"test_backends_cuda exit {mutants_rc}"))
+    checks.append(("ab nvcc vs NVRTC", "ok" if ab_rc in ("0", "1") else "failed", f"exit {ab_rc} (0: same or better, 1: worse)"))
+    checks.append(("ab A/A", "ok" if aa_rc == "0" else "failed", f"exit {aa_rc} (identical code must not be called worse)"))
+    checks.append(("ab A/A, fixed placement", "ok" if fixed_rc == "0" else "failed", f"exit {fixed_rc}"))
+else:
+    checks.append(("mutants, digest, GPU tests", "ok" if mutants_rc == "0" else "failed",
+                   f"compiled; GPU tests skipped: no GPU (exit {mutants_rc})"))
+    checks.append(("ab", "skipped", "skipped: no GPU"))
+# The table: kernel, path, correct?, TFLOP/s and the ratio to cuBLAS on the same shape and mode.
+ref, rows = {}, []
+for mode in ("cold", "hot"):
+    for c in load(f"timed-{mode}.json") or []:
+        s = c.get("shape", {}); key = (s.get("M"), s.get("N"), s.get("K"))
+        med = (c.get("summary") or {}).get("median_s") or 0
+        tf = 2.0 * key[0] * key[1] * key[2] / med * 1e-12 if med else 0.0
+        if c.get("kernel") == "cublas" and c.get("status") == "ok": ref[(mode, key)] = tf
+        rows.append((mode, c, key, tf))
+if cublas_jsonl:
+    for line in open(cublas_jsonl):
+        r = json.loads(line); ref[("cold", (r["M"], r["N"], r["K"]))] = r["tflops"]
+if gpu: checks.append(("cuBLAS anchor", "ok" if ref else "failed", f"{len(ref)} mode x shape figures"))
+if rows and gpu:
+    print(f"{'mode':<4} {'kernel':<34} {'path':<12} {'shape':<16} {'correct?':<9} {'TFLOP/s':>8} {'/cuBLAS':>7}")
+    for mode, c, key, tf in rows:
+        p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items())) if c.get("kernel") == "matmul_ws_sm90" else ""
+        kern = f"{c.get('kernel')}[{p}]" if p else c.get("kernel")
+        st = c.get("status")
+        corr = {"ok": "yes", "incorrect": "NO"}.get(st, st)
+        r = ref.get((mode, key))
+        ratio = f"{tf / r:7.2f}" if r and tf and c.get("kernel") != "cublas" else "      -"
+        print(f"{mode:<4} {kern:<34} {tc_name(c):<12} {'x'.join(map(str, key)):<16} {corr:<9} {tf:8.1f} {ratio}")
+passed = sum(1 for _, st, _ in checks if st == "ok")
+failed = sum(1 for _, st, _ in checks if st == "failed")
+for what, st, detail in checks: print(f"{st:<8} {what}: {detail}")
+with open(os.path.join(out, "summary.json"), "w") as f:
+    json.dump({"gpu": gpu, "passed": passed, "failed": failed,
+               "checks": [{"what": w, "status": s, "detail": d} for w, s, d in checks],
+               "cublas_tflops": {f"{m}:{k[0]}x{k[1]}x{k[2]}": v for (m, k), v in ref.items()}}, f, indent=1)
+print(f"TALLY {passed} {failed}")
+PY
+echo "budget: total $(( $(date +%s) - start ))/${budget_s} s"
+}
+run_check 2>&1 | tee "$out/gpu-check.log.tmp" | grep -v '^TALLY '
+tally=$(grep '^TALLY ' "$out/gpu-check.log.tmp" | tail -1)
+grep -v '^TALLY ' "$out/gpu-check.log.tmp" > "$out/gpu-check.log"
+rm -f "$out/gpu-check.log.tmp"
+read -r _ passed failed <<< "${tally:-TALLY 0 1}"
+echo "gpu-check: $passed passed, $failed failed" | tee -a "$out/gpu-check.log"
+[[ "$failed" -eq 0 ]]
