@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <new>
 #include <set>
 #include <thread>
@@ -126,21 +127,29 @@ void record_measurement(CaseResult& r, const Measurement& m) {
   r.summary = summarize(r.samples_s, r.shape.flops());
 }
 
-int precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log) {
-  std::vector<const PlannedCase*> builds;
-  std::set<std::string> seen;
-  for (const auto& pc : sweep.cases)
-    if (!pc.skip_reason && seen.insert(cache.key(compile_request(pc))).second) builds.push_back(&pc);
+std::set<std::string> precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log) {
+  std::vector<std::pair<const PlannedCase*, std::string>> builds;  // case, cache key
+  std::set<std::string> seen, fresh;
+  for (const auto& pc : sweep.cases) {
+    if (pc.skip_reason) continue;
+    std::string key = cache.key(compile_request(pc));
+    if (seen.insert(key).second) builds.emplace_back(&pc, std::move(key));
+  }
   const int n = std::min<int>(jobs > 0 ? jobs : std::max(1, int(std::thread::hardware_concurrency())),
                               int(builds.size()));
-  if (n <= 1) return 0;  // one build at a time is what the case loop does anyway
+  if (n <= 1) return fresh;  // one build at a time is what the case loop does anyway
   std::atomic<size_t> next{0};
-  std::atomic<int> fresh{0}, done{0};
+  std::atomic<int> done{0};
+  std::mutex mu;
   const auto t0 = std::chrono::steady_clock::now();
   auto work = [&] {
     for (size_t i = next++; i < builds.size(); i = next++) {
       try {
-        fresh += !cache.compile(backend_for(*builds[i]->toolchain), compile_request(*builds[i])).cache_hit;
+        const auto& [pc, key] = builds[i];
+        if (!cache.compile(backend_for(*pc->toolchain), compile_request(*pc)).cache_hit) {
+          std::lock_guard<std::mutex> lock(mu);
+          fresh.insert(key);
+        }
       } catch (const Error&) {
         // reported by the case itself, which compiles again
       }
@@ -150,7 +159,7 @@ int precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log) {
   std::vector<std::thread> pool;
   for (int t = 0; t < n; ++t) pool.emplace_back(work);
   for (auto& t : pool) t.join();
-  log.line(fmt::format("compiled {} builds ({} new) on {} threads in {:.1f} s", done.load(), fresh.load(), n,
+  log.line(fmt::format("compiled {} builds ({} new) on {} threads in {:.1f} s", done.load(), fresh.size(), n,
                        seconds_since(t0)));
   return fresh;
 }
@@ -182,7 +191,7 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& l
 
   CompileCache cache;
   ReferenceCache refs;
-  precompile(sweep, cache, jobs, log);
+  const std::set<std::string> fresh = precompile(sweep, cache, jobs, log);
   auto t0 = std::chrono::steady_clock::now();
   const size_t n = sweep.cases.size();
   for (size_t i = 0; i < n; ++i) {
@@ -191,6 +200,7 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& l
     const std::string eta = i ? fmt::format(" ETA {:.0f}s", el / double(i) * double(n - i)) : "";
     log.status(fmt::format("[{}/{}]{} {}", i + 1, n, eta, pc.c.id()));
     PreparedCase prep = prepare_case(pc, cache, refs);
+    if (prep.result.cache_hit && fresh.count(cache.key(compile_request(pc)))) prep.result.cache_hit = false;
     if (prep.ready()) {
       try {
         const auto t_m = std::chrono::steady_clock::now();

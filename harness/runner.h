@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,9 @@ void record_measurement(CaseResult& r, const Measurement& m);
 
 // Compiles every distinct build of the sweep's runnable cases into the cache, `jobs` at a time (0: one per
 // core), before anything is measured, so a GPU machine's cores compile while no timing runs. Failures
-// are left for the case to compile again and report. Returns the number of fresh compiles.
-int precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log);
+// are left for the case to compile again and report. Returns the cache keys it compiled afresh: their cases
+// still report cache_hit = false (the build was not in the cache before this run).
+std::set<std::string> precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log);
 
 // Runs a whole sweep, one case after the other, and saves the results after every case (atomic
 // write), so a crash loses at most the case in flight. `progress` prints "case i/N ... ETA" to stderr.
