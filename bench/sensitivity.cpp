@@ -18,6 +18,14 @@
 // Usage: sensitivity [R] [--one-load] (default R = 40). Progress goes to stderr; the last two stdout lines are
 //   naive:       aa_false_positive=<x> ab_power=<y> median_decision_s=<z>
 //   sensitivity: aa_false_positive=<x> ab_power=<y> median_decision_s=<z>
+// The arms above change work in one binary, never code, so they say nothing about code changes, which are
+// what compilers make (docs/statistics.md). `sensitivity --code-change [P]` (default P = 10) is that arm:
+// pairs of builds whose code differs (bench/ab_processes.h: -falign-functions 16/64, -O3/-O2, clang-19/16,
+// and the same build as the control), each decided by `kbisect ab` in P separate processes. With no
+// ground truth for a code change, the truth is the pooled estimate (the median of the P estimates): a
+// verdict is right when it names the truth's side of the 0.5% threshold (worse / better / same) and false
+// when it names another side; "unsure" is neither. Last line:
+//   code_change: worst_power=<x> worst_false_verdicts=<y>
 // Internal: sensitivity --child SO M N K  runs one Google Benchmark process and prints its JSON.
 #include <algorithm>
 #include <chrono>
@@ -34,6 +42,7 @@
 
 #include "backends/backend.h"
 #include "backends/cache.h"
+#include "bench/ab_processes.h"
 #include "backends/toolchain.h"
 #include "harness/ab.h"
 #include "harness/compare.h"
@@ -117,6 +126,47 @@ struct Tally {
   }
 };
 
+// The code-change arm (see the top of the file).
+int code_change(int processes) {
+  const std::string kbisect =
+      (std::filesystem::path(executable_path()).parent_path().parent_path() / "kbisect").string();
+  if (!std::filesystem::exists(kbisect)) throw EnvError("no kbisect at " + kbisect);
+  const double threshold = 0.5, budget_s = 6;
+  const std::string root = temp_dir("kb-sensitivity-code");
+  std::cout << fmt::format("code-change arm: {}, {} processes per pair, threshold {}%\n", bench::cpu_model(),
+                           processes, threshold);
+  double worst_power = 1, worst_false = 0;
+  for (const auto& p : bench::all_pairs()) {
+    const std::string dir = root + "/" + p.id;
+    bench::write_pair(dir, p);
+    std::vector<bench::Estimate> es;
+    std::vector<double> eff;
+    for (int k = 0; k < processes; ++k) {
+      es.push_back(bench::run_ab(kbisect, dir, fmt::format("{}/run{}", dir, k), budget_s));
+      eff.push_back(es.back().effect);
+      std::cerr << fmt::format("  ({}) {}/{}: {:+.2f}% {}\n", p.id, k + 1, processes, es.back().effect,
+                               es.back().verdict);
+    }
+    const double truth = stats::median(eff);
+    const std::string right = truth > threshold ? "worse" : truth < -threshold ? "better" : "same";
+    int ok = 0, wrong = 0, unsure = 0;
+    for (const auto& e : es) {
+      if (e.verdict == "unsure") ++unsure;
+      else if (e.verdict == right) ++ok;
+      else ++wrong;
+    }
+    const double power = double(ok) / processes, false_rate = double(wrong) / processes;
+    std::cout << fmt::format("({}) {}: pooled {:+.2f}% -> right verdict '{}': {} right, {} false, {} unsure "
+                             "(power {:.2f}, false verdicts {:.2f})\n",
+                             p.id, p.what, truth, right, ok, wrong, unsure, power, false_rate);
+    worst_power = std::min(worst_power, power);
+    worst_false = std::max(worst_false, false_rate);
+  }
+  remove_tree(root);
+  std::cout << fmt::format("code_change: worst_power={:.2f} worst_false_verdicts={:.2f}\n", worst_power, worst_false);
+  return 0;
+}
+
 }  // namespace
 
 // main is the experiment as one script (A/A, A/B, naive arm, then the summary lines); long because
@@ -124,6 +174,7 @@ struct Tally {
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--child") return child(argc, argv);
   try {
+    if (argc > 1 && std::string(argv[1]) == "--code-change") return code_change(argc > 2 ? std::max(3, std::atoi(argv[2])) : 10);
     int R = 40;
     bool one_load = false;
     for (int i = 1; i < argc; ++i) {

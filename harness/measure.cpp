@@ -1,16 +1,52 @@
 #include "harness/measure.h"
 
+#include <alloca.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <exception>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
+#include "backends/cpu/placement.h"
 #include "core/clock.h"
 #include "core/error.h"
 
 namespace kb {
+
+namespace {
+
+// Runs f() on a new thread whose stack starts a random 0..64 KiB (16-byte steps) lower, and returns where
+// that stack begins. The kernels' stack frames (their spills and reloads) would otherwise sit at one
+// address for the whole process: its ASLR draw, fixed across blocks. Measured with bench/layout_calibration
+// on a Zen 5 VM, that one draw split clang-19 vs clang-16 into processes reading about +0.2% and others
+// +2% to +4%, each with a confident CI (docs/statistics.md, "Placement per block").
+template <class F>
+uintptr_t on_moved_stack(F&& f) {
+  std::exception_ptr error;
+  uintptr_t stack = 0;
+  std::thread t([&] {
+    const size_t pad = 16 * size_t(placement_draw(4097));
+    volatile char* p = static_cast<char*>(alloca(pad + 64));
+    p[0] = 0;
+    p[pad] = 0;
+    stack = reinterpret_cast<uintptr_t>(p);
+    try {
+      f();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  t.join();
+  if (error) std::rethrow_exception(error);
+  return stack;
+}
+
+}  // namespace
 
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng) {
@@ -26,10 +62,14 @@ std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory
   cfg.min_time_s = 0;
   cfg.max_time_s = max_time_s;
   cfg.noise = -1;
-  auto ms = measure_interleaved(exes, cfg);
+  std::vector<Measurement> ms;
+  const uintptr_t stack = on_moved_stack([&] { ms = measure_interleaved(exes, cfg); });
   for (const auto& m : ms)
     if (m.samples_s.size() < size_t(rounds)) return {};
-  for (size_t i = 0; i < ms.size(); ++i) ms[i].placements.push_back(exes[i]->placement());
+  for (size_t i = 0; i < ms.size(); ++i) {
+    std::string p = exes[i]->placement();
+    ms[i].placements.push_back(p + (p.empty() ? "" : " ") + fmt::format("stack=0x{:x}", stack));
+  }
   return ms;
 }
 

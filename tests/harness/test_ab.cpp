@@ -59,7 +59,11 @@ TEST(Ab, GccVsClang19IsDifferent) {
 
 TEST(Ab, SameToolchainIsNotWorse) {
   if (!have("clang++-19")) GTEST_SKIP() << "needs clang++-19";
-  AbOptions o;  // default threshold 0.5%, alpha 0.05
+  // Identical code is called worse at a rate of about alpha / 2 by design (bench/sensitivity measures that
+  // rate); at the default alpha 0.05 this test failed about once in 40 runs. At 0.01 it checks the same
+  // thing, that nothing systematic separates two loads of one build, and fails about once in 200.
+  AbOptions o;  // default threshold 0.5%
+  o.alpha = 0.01;
   o.sweep_file = kSweep;
   o.toolchain_a = "clang-19";
   o.toolchain_b = "clang-19";
