@@ -5,6 +5,7 @@
 //                      [--space NAME=V1,V2 ...]
 // Last line: "tune_vs_bruteforce: gap=<x>% time_ratio=<y> tuned_vs_eigen=<z>".
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <map>
@@ -53,14 +54,17 @@ Opts parse(int argc, char** argv) {
   return o;
 }
 
-// Median time of one prepared executable, measured to the 0.5% noise target (at most 3 s).
-double measure_median(kb::Executable& exe, double& wall_s) {
+// Median time of one prepared executable, measured to the 0.5% noise target (at most 3 s). Measuring
+// seconds are wall time from the first warm-up run to the last sample, the same as tune's (calibration,
+// race samples and the confirming A/B).
+double measure_median(kb::Executable& exe, double& wall_s, std::vector<double>* samples = nullptr) {
   kb::MeasureConfig mc;
   mc.noise = 0.005;
   mc.max_time_s = 3;
   auto t0 = Clock::now();
   auto m = kb::measure_interleaved({&exe}, mc);
   wall_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (samples) *samples = m[0].samples_s;
   return kb::stats::median(m[0].samples_s);
 }
 
@@ -93,6 +97,7 @@ double eigen_time(const kb::Toolchain& tc, const kb::Shape& sh, kb::CompileCache
 
 struct Brute {
   std::map<kb::Params, double> median_s;
+  std::map<kb::Params, std::vector<double>> samples_s;
   kb::Params best;
   double measured_s = 0;
   int compiles = 0;
@@ -114,7 +119,7 @@ Brute brute_force(const Opts& o, const kb::KernelDecl& k, const std::shared_ptr<
     kb::PreparedCase prep = kb::prepare_case(pc, cache, refs);
     b.compiles += prep.result.has_static && !prep.result.cache_hit;
     if (!prep.ready()) continue;
-    const double t = measure_median(*prep.exe, b.measured_s);
+    const double t = measure_median(*prep.exe, b.measured_s, &b.samples_s[p.params]);
     b.median_s[p.params] = t;
     if (b.best.values().empty() || t < b.median_s[b.best]) b.best = p.params;
     std::cerr << fmt::format("brute force: [{}] {:.3f} ms\n", p.params.str(), 1e3 * t);
@@ -147,18 +152,36 @@ int main(int argc, char** argv) try {
   const kb::Params pick = st.candidates[*st.winner].params;
   const double best_s = b.median_s[b.best];
   const double pick_s = b.median_s.count(pick) ? b.median_s[pick] : st.candidates[*st.winner].race.median_s;
-  const double tune_s = st.race.measured_s + st.confirm_s;
+  const double tune_s = st.measuring_s();
+  // Statistically tied: the pick's brute-force samples against the best's (Hodges-Lehmann shift of log
+  // times, 95% Moses CI) reach 0 or stay within 1%.
+  kb::stats::Interval gap_ci{0, 0};
+  if (b.samples_s.count(pick) && !(pick == b.best)) {
+    auto lg = [](std::vector<double> x) {
+      for (double& v : x) v = std::log(v);
+      return x;
+    };
+    gap_ci = kb::stats::hodges_lehmann_shift(lg(b.samples_s[b.best]), lg(b.samples_s[pick]), 0.95).ci;
+  }
+  const bool tied = gap_ci.lo <= 0 || gap_ci.hi < std::log(1.01);
   kb::CompileCache cache;
   const double eigen_s = eigen_time(*tc, sh, cache);
 
   std::cout << fmt::format("brute force: best [{}] {:.3f} ms; {} candidates, {:.1f} s measuring, {} compiles\n",
                            b.best.str(), 1e3 * best_s, b.median_s.size(), b.measured_s, b.compiles);
-  std::cout << fmt::format("tune:        pick [{}] {:.3f} ms (gap {:+.2f}%); {:.1f} s measuring, {} compiles\n",
-                           pick.str(), 1e3 * pick_s, 100 * (pick_s / best_s - 1), tune_s, st.compiles);
+  std::cout << fmt::format("tune:        pick [{}] {:.3f} ms (gap {:+.2f}%, 95% CI [{:+.2f}%, {:+.2f}%]: {}); {:.1f} s "
+                           "measuring ({:.1f} calibrating + {:.1f} race + {:.1f} confirming A/B), {} compiles\n",
+                           pick.str(), 1e3 * pick_s, 100 * (pick_s / best_s - 1), 100 * std::expm1(gap_ci.lo),
+                           100 * std::expm1(gap_ci.hi), tied ? "tied" : "not tied", tune_s, st.calibrate_s,
+                           st.race.measured_s, st.confirm_s, st.compiles);
+  std::cout << fmt::format("race:        {} survivors, {} rounds, {} samples, {} of {} looks, stopped: {}\n",
+                           st.race.entries.size(), st.race.rounds, st.race.samples, st.race.looks_taken,
+                           st.race.looks, st.race.stop);
+  if (!st.build_check.empty()) std::cout << "build:       " << st.build_check << "\n";
   std::cout << fmt::format("eigen:       {:.3f} ms; tuned {} / eigen speed = {:.3f}\n", 1e3 * eigen_s, o.kernel,
                            eigen_s / pick_s);
-  std::cout << fmt::format("tune_vs_bruteforce: gap={:.2f}% time_ratio={:.3f} tuned_vs_eigen={:.3f}\n",
-                           100 * (pick_s / best_s - 1), tune_s / b.measured_s, eigen_s / pick_s);
+  std::cout << fmt::format("tune_vs_bruteforce: gap={:.2f}% time_ratio={:.3f} tuned_vs_eigen={:.3f} tied={}\n",
+                           100 * (pick_s / best_s - 1), tune_s / b.measured_s, eigen_s / pick_s, tied ? "yes" : "no");
   return 0;
 } catch (const kb::Error& e) {
   std::cerr << "tune_vs_bruteforce: " << e.what() << "\n";

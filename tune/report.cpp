@@ -24,8 +24,11 @@ std::string headline(const TuneRun& run, const ShapeTune& st) {
                               run.toolchain, run.machine);
   if (st.static_only) h += "  " + st.static_only_reason + "\n";
   else
-    h += fmt::format("  race: {} rounds, {} looks, {:.1f} s measuring, stopped at: {}; {} new compiles\n", st.race.rounds,
-                     st.race.looks, st.race.measured_s, st.race.stop, st.compiles);
+    h += fmt::format("  race: {} rounds, {} samples, {} of {} looks, {:.1f} s measuring (+{:.1f} s calibrating), "
+                     "stopped: {}; {} new compiles\n",
+                     st.race.rounds, st.race.samples, st.race.looks_taken, st.race.looks, st.race.measured_s,
+                     st.calibrate_s, st.race.stop, st.compiles);
+  if (!st.build_check.empty()) h += "  build: " + st.build_check + "\n";
   if (st.winner) h += fmt::format("  winner  [{}]\n  default [{}]\n", st.candidates[*st.winner].params.str(), st.default_params.str());
   if (st.confirm)
     h += fmt::format("  gain over default: {:+.2f}% [{:+.2f}%, {:+.2f}%] ({}, {:.1f} s A/B with fresh loads)\n",

@@ -23,7 +23,7 @@ namespace kb::tune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kFirstLook = 10;
+constexpr int kFirstLook = 8;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -54,7 +54,10 @@ void check_options(const TuneOptions& o) {
   if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("--alpha {} must be in (0, 0.5)", o.alpha));
 }
 
-// The toolchain the pruning compiles use: clang with its register-allocation remarks (same code).
+// The toolchain the pruning compiles use: clang with its register-allocation remarks. Remarks are
+// diagnostics only (LLVM's remark emitters never change a transformation), so the survivors are raced on
+// these builds and only the winner is compiled again with the real toolchain, whose identity the table
+// records; the two code hashes are compared (ShapeTune::build_check).
 Toolchain remark_toolchain(const Toolchain& tc) {
   Toolchain r = tc;
   if (tc.backend != "cpu" || tc.kind != "clang") return r;
@@ -128,18 +131,23 @@ PlannedCase plan(const KernelDecl& k, const Params& p, const Shape& sh, DType dt
   return pc;
 }
 
-// One timing sample of an executable: a batch long enough to time (about 1 ms), time per execution.
+// One timing sample of an executable: an untimed run, then a batch long enough to time (about 1 ms), time
+// per execution. The race interleaves many candidates whose operands evict each other's from the caches;
+// without the untimed run each sample would start cold, and the race would rank by cold time what sweeps
+// and brute force measure hot (bench/tune_vs_bruteforce: BM=192 won cold races, BM=96 is 4% faster hot).
+// The untimed run is counted in the measuring time.
 Sample time_once(Executable& exe, int batch) {
   auto t0 = Clock::now();
+  exe.run(1);
   TimedSample s = exe.run(batch);
   return {s.seconds, seconds_since(t0)};
 }
 
-int batch_for(Executable& exe) {
-  exe.run(1);  // warm
-  const double t = std::max(1e-7, exe.run(1).seconds);
-  return std::max(1, int(std::ceil(0.001 / t)));
-}
+// The screen before the race drops a survivor whose one timed run took more than this many times the
+// fastest survivor's. Only an outlier of +50% on the fastest's single run could screen out the true best
+// (this kind of VM shows outliers of up to 6-13%); what it saves is the race's first rung on the
+// order-of-magnitude losers (matmul_tiled MR=8 at 1024^3 ran 50x slower than MR=6 on a Zen 5 VM).
+constexpr double kScreenFactor = 1.5;
 
 struct Lab {
   CompileCache cache;
@@ -164,13 +172,33 @@ std::vector<size_t> prepare_survivors(ShapeTune& st, const KernelDecl& k, DType 
   return ready;
 }
 
-void race_survivors(ShapeTune& st, const std::vector<size_t>& ready, Lab& lab, const TuneOptions& o, Log& log) {
+void race_survivors(ShapeTune& st, const std::vector<size_t>& all_ready, Lab& lab, const TuneOptions& o, Log& log) {
+  // The screen: one timed run each (the correctness check already ran each once), which also sizes the
+  // batches of the race (about 1 ms a sample).
+  const auto t0 = Clock::now();
+  std::vector<double> once;
+  for (size_t i : all_ready) once.push_back(std::max(1e-7, lab.prepared[i].exe->run(1).seconds));
+  const double fastest = *std::min_element(once.begin(), once.end());
+  std::vector<size_t> ready;
   std::vector<int> batch;
-  for (size_t i : ready) batch.push_back(batch_for(*lab.prepared[i].exe));
+  for (size_t j = 0; j < all_ready.size(); ++j) {
+    Candidate& c = st.candidates[all_ready[j]];
+    if (once[j] > kScreenFactor * fastest) {
+      c.status = "dropped";
+      c.reason = fmt::format("screen: one run took {:.3f} ms, {:.1f}x the fastest survivor's {:.3f} ms (limit {:g}x)",
+                             1e3 * once[j], once[j] / fastest, 1e3 * fastest, kScreenFactor);
+      continue;
+    }
+    ready.push_back(all_ready[j]);
+    batch.push_back(std::max(1, int(std::ceil(0.001 / once[j]))));
+  }
+  st.calibrate_s = seconds_since(t0);  // measuring time too: counted with the race's
+  log.line(fmt::format("screen {}: {} of {} survivors within {:g}x the fastest ({:.3f} ms)", st.shape.str(),
+                       ready.size(), all_ready.size(), kScreenFactor, 1e3 * fastest));
   RaceConfig rc;
   rc.alpha = o.alpha;
   rc.first_look = kFirstLook;
-  rc.budget_s = 0.75 * o.budget_s;
+  rc.budget_s = std::max(0.05 * o.budget_s, 0.75 * o.budget_s - st.calibrate_s);
   rc.seed = o.seed;
   auto sample = [&](size_t j) { return time_once(*lab.prepared[ready[j]].exe, batch[j]); };
   auto progress = [&](int rounds, size_t alive, size_t lead, double lead_s) {
@@ -185,9 +213,36 @@ void race_survivors(ShapeTune& st, const std::vector<size_t>& ready, Lab& lab, c
     if (c.race.dropped_at)
       c.reason = fmt::format("slower than the leader after {} rounds (p = {:.2g} < {:.2g})", c.race.dropped_at,
                              c.race.p_slower, st.race.alpha_per_test);
+    else if (j != st.race.winner && c.race.within_band)
+      c.reason = fmt::format("not faster than the winner by more than {:g}% (difference CI from {:+.2f}%)",
+                             100 * rc.tie_band, 100 * std::expm1(c.race.shift_lo));
+    else if (j != st.race.winner)
+      c.reason = fmt::format("not shown slower than the winner (p = {:.2g}; {} samples)", c.race.p_slower,
+                             c.race.samples_s.size());
   }
   st.winner = ready[st.race.winner];
   st.candidates[*st.winner].status = "winner";
+}
+
+// The winner raced on its remarks build; the table names the real toolchain's build: compile that one,
+// check it is the same code (code hash), and confirm with it.
+void use_real_build(ShapeTune& st, const KernelDecl& k, DType dt, const std::shared_ptr<const Toolchain>& tc, Lab& lab,
+                    Log& log) {
+  const size_t w = *st.winner;
+  PreparedCase real = prepare_case(plan(k, st.candidates[w].params, st.shape, dt, tc), lab.cache, lab.refs);
+  st.compiles += real.result.has_static && !real.result.cache_hit;
+  const std::string& raced = lab.prepared[w].result.code_hash;
+  if (!real.ready()) {
+    st.build_check = fmt::format("the real build of the winner cannot run ({}); confirmed with the raced build",
+                                 real.result.reason);
+  } else {
+    st.build_check = real.result.code_hash == raced
+                         ? fmt::format("the winner's real build has the raced build's code (hash {})", raced.substr(0, 12))
+                         : fmt::format("the winner's real build differs from the raced build (hash {} vs {})",
+                                       real.result.code_hash.substr(0, 12), raced.substr(0, 12));
+    lab.prepared[w] = std::move(real);
+  }
+  log.line(fmt::format("{}: {}", st.shape.str(), st.build_check));
 }
 
 // The winner against the built-in default, both loaded afresh per block (harness/ab.h says why).
@@ -213,7 +268,7 @@ void confirm_winner(ShapeTune& st, const KernelDecl& k, DType dt, const std::sha
   MeasureConfig mc;
   mc.seed = o.seed;
   mc.warmup_s = 0.01;
-  const double budget = o.budget_s - st.race.measured_s;
+  const double budget = o.budget_s - st.race.measured_s - st.calibrate_s;
   auto t0 = Clock::now();
   PairOutcome out = measure_and_decide_blocks(make, mc, dc, std::max(0.25 * o.budget_s, budget), o.confirm_pairs_per_block);
   st.confirm_s = seconds_since(t0);
@@ -261,9 +316,12 @@ ShapeTune tune_shape(const KernelDecl& k, const Shape& sh, const std::shared_ptr
     rank_static(st);
     return st;
   }
-  std::vector<size_t> ready = prepare_survivors(st, k, o.dtype, tc, lab);
+  // The survivors run the builds pruning made (see remark_toolchain): no second compile each.
+  auto race_tc = pruning.identity == tc->identity ? tc : std::make_shared<const Toolchain>(pruning);
+  std::vector<size_t> ready = prepare_survivors(st, k, o.dtype, race_tc, lab);
   if (ready.empty()) throw EnvError(fmt::format("{}: no candidate compiled, loaded and passed the correctness check", sh.str()));
   race_survivors(st, ready, lab, o, log);
+  if (race_tc != tc) use_real_build(st, k, o.dtype, tc, lab, log);
   confirm_winner(st, k, o.dtype, tc, lab, o, log);
   return st;
 }

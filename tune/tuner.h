@@ -55,8 +55,13 @@ struct ShapeTune {
   std::string static_only_reason;
   int compiles = 0;               // compiles not served by the cache
   RaceResult race;                // rounds, looks, measuring time, stop
+  double calibrate_s = 0;         // batch calibration of the survivors before the race (measuring time)
+  // CPU clang: the survivors race on the builds with -Rpass-missed=regalloc (compiled once, for pruning);
+  // what compiling the winner with the real toolchain found (same code hash or not). "" otherwise.
+  std::string build_check;
   std::optional<stats::Decision> confirm;  // effect = log(winner / default) (negative: winner faster)
   double confirm_s = 0;
+  double measuring_s() const { return calibrate_s + race.measured_s + confirm_s; }
   double gain_pct() const;        // default time / winner time - 1, in %
   stats::Interval gain_ci_pct() const;
 };

@@ -1,4 +1,5 @@
 // kbisect tune: pruning reasons, racing on a synthetic lab, the tuned table and `config: tuned`, bad input.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -74,16 +75,17 @@ TEST(TuneSpace, InvalidPointsKeepTheKernelsReason) {
   EXPECT_LE(pts.front().prior, pts.back().prior);
 }
 
-// A synthetic lab: candidate i's times are lognormal around means[i] with 2% noise.
-RaceResult race_lab(const std::vector<double>& means, uint64_t seed, double alpha) {
+// A synthetic lab: candidate i's times are lognormal around means[i] with `noise` (2%) relative noise.
+RaceResult race_lab(const std::vector<double>& means, uint64_t seed, double alpha, double noise = 0.02,
+                    int max_rounds = 320) {
   Rng rng(seed * 7919 + 1);
   RaceConfig cfg;
   cfg.alpha = alpha;
   cfg.seed = seed;
-  cfg.max_rounds = 320;
+  cfg.max_rounds = max_rounds;
   cfg.budget_s = 1e9;
   return race(means.size(), [&](size_t i) {
-    double t = means[i] * std::exp(0.02 * rng.normal());
+    double t = means[i] * std::exp(noise * rng.normal());
     return Sample{t, t};
   }, cfg);
 }
@@ -105,6 +107,74 @@ TEST(TuneRace, PicksTheTrueBestAtTheStatedErrorRate) {
   EXPECT_LT(rounds / trials, 320);  // the race stops early: candidates are dropped
 }
 
+// Successive halving: the first rung (8 rounds, everyone) drops the clearly slow at once; of the four
+// near-equal candidates that are neither slower nor yet within 1% of the leader, only the better half
+// goes on with the leader, the other two are parked (kept, not sampled in the second rung).
+TEST(TuneRace, HalvingDropsTheClearlySlowAfterTheFirstRung) {
+  const std::vector<double> means = {1.000, 1.002, 1.004, 1.006, 1.008, 1.50, 1.60, 2.00};
+  RaceResult r = race_lab(means, 3, 0.05, 0.02, 160);
+  ASSERT_GE(r.history.size(), 2u);
+  const RaceLook& first = r.history[0];
+  EXPECT_EQ(first.round, 8);
+  EXPECT_EQ(first.dropped, (std::vector<size_t>{5, 6, 7}));
+  for (size_t i : {5, 6, 7}) {
+    EXPECT_EQ(r.entries[i].dropped_at, 8) << i;
+    EXPECT_EQ(r.entries[i].samples_s.size(), 8u) << i;
+  }
+  EXPECT_EQ(first.alive.size(), 5u);
+  ASSERT_EQ(first.sampled.size(), 3u);  // the leader and ceil(0.5 * 4) of the unresolved
+  EXPECT_NE(std::find(first.sampled.begin(), first.sampled.end(), first.leader), first.sampled.end());
+  int parked = 0;
+  for (size_t i : first.alive) {
+    if (std::find(first.sampled.begin(), first.sampled.end(), i) != first.sampled.end()) continue;
+    ++parked;
+    // Parked: no sample between the first look and the second.
+    for (int round : r.entries[i].rounds)
+      EXPECT_FALSE(round > first.round && round <= r.history[1].round) << i << " sampled in round " << round;
+    // The sampled ones ran up to 16 samples by the second look.
+  }
+  EXPECT_EQ(parked, 2);
+  for (size_t i : first.sampled) {
+    int upto = 0;
+    for (int round : r.entries[i].rounds) upto += round <= r.history[1].round;
+    EXPECT_EQ(upto, 16) << i;
+  }
+  EXPECT_EQ(r.history[1].round, 16);
+  EXPECT_EQ(r.entries[0].dropped_at, 0);  // the true best is never dropped here
+}
+
+// The leader is clear (every other candidate significantly slower) long before the last planned look.
+TEST(TuneRace, StopsEarlyWhenTheLeaderIsClear) {
+  const std::vector<double> means = {1.00, 1.10, 1.30, 1.45};
+  RaceResult r = race_lab(means, 5, 0.05, 0.02, 160);
+  EXPECT_EQ(r.stop, "leader clear");
+  EXPECT_EQ(r.winner, 0u);
+  EXPECT_TRUE(r.tied.empty());
+  EXPECT_EQ(r.looks, 5);  // 8, 16, 32, 64, 128
+  EXPECT_LT(r.looks_taken, r.looks);
+  EXPECT_LT(r.rounds, 160);
+  EXPECT_EQ(r.entries[2].dropped_at, 8);
+  EXPECT_EQ(r.entries[3].dropped_at, 8);
+  EXPECT_GT(r.entries[1].dropped_at, 0);
+  // Fewer samples than the old race (every candidate every round to the last look: 4 x 160).
+  EXPECT_LT(r.samples, 4 * 160 / 4);
+}
+
+// Two equal candidates never separate; the race stops once the other is not faster than the leader by
+// more than 1% (its difference CI's lower end above -1%), and picks one of the two.
+TEST(TuneRace, TiedWithinOnePercentStopsWithThatReason) {
+  const std::vector<double> means = {1.0, 1.0, 1.3};
+  RaceResult r = race_lab(means, 7, 0.05, 0.005, 160);
+  EXPECT_EQ(r.stop, "tied within 1%");
+  EXPECT_TRUE(r.winner == 0 || r.winner == 1) << r.winner;
+  ASSERT_EQ(r.tied.size(), 1u);
+  EXPECT_EQ(r.tied[0], 1 - r.winner);
+  EXPECT_TRUE(r.entries[r.tied[0]].within_band);
+  EXPECT_GT(r.entries[r.tied[0]].shift_lo, std::log(1 / 1.01));
+  EXPECT_EQ(r.entries[2].dropped_at, 8);
+  EXPECT_LT(r.rounds, 160);
+}
+
 TEST(TuneRace, BadConfigNamesTheField) {
   RaceConfig cfg;
   cfg.budget_s = 0;
@@ -114,6 +184,22 @@ TEST(TuneRace, BadConfigNamesTheField) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("budget_s"), std::string::npos);
   }
+  cfg.budget_s = 1;
+  cfg.keep_fraction = 0;
+  try {
+    race(2, [](size_t) { return Sample{1, 1}; }, cfg);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("keep_fraction"), std::string::npos);
+  }
+}
+
+TEST(TuneRace, OneCandidateIsNotRaced) {
+  int calls = 0;
+  RaceResult r = race(1, [&](size_t) { ++calls; return Sample{1, 1}; }, RaceConfig{});
+  EXPECT_EQ(r.stop, "one candidate");
+  EXPECT_EQ(r.winner, 0u);
+  EXPECT_EQ(calls, 0);
 }
 
 TunedEntry entry(const std::string& machine, const std::string& identity, Shape sh, int64_t mr) {
