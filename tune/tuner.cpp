@@ -173,11 +173,16 @@ std::vector<size_t> prepare_survivors(ShapeTune& st, const KernelDecl& k, DType 
 }
 
 void race_survivors(ShapeTune& st, const std::vector<size_t>& all_ready, Lab& lab, const TuneOptions& o, Log& log) {
-  // The screen: one timed run each (the correctness check already ran each once), which also sizes the
-  // batches of the race (about 1 ms a sample).
+  // The screen: one timed sample each (the correctness check already ran each once): one run, or a batch
+  // of about 1 ms when one run is shorter, which also sizes the batches of the race.
   const auto t0 = Clock::now();
   std::vector<double> once;
-  for (size_t i : all_ready) once.push_back(std::max(1e-7, lab.prepared[i].exe->run(1).seconds));
+  for (size_t i : all_ready) {
+    Executable& exe = *lab.prepared[i].exe;
+    double t = std::max(1e-7, exe.run(1).seconds);
+    if (t < 1e-3) t = std::max(1e-7, exe.run(int(std::ceil(1e-3 / t))).seconds);
+    once.push_back(t);
+  }
   const double fastest = *std::min_element(once.begin(), once.end());
   std::vector<size_t> ready;
   std::vector<int> batch;
@@ -185,8 +190,11 @@ void race_survivors(ShapeTune& st, const std::vector<size_t>& all_ready, Lab& la
     Candidate& c = st.candidates[all_ready[j]];
     if (once[j] > kScreenFactor * fastest) {
       c.status = "dropped";
-      c.reason = fmt::format("screen: one run took {:.3f} ms, {:.1f}x the fastest survivor's {:.3f} ms (limit {:g}x)",
+      c.reason = fmt::format("screen: one sample took {:.3f} ms, {:.1f}x the fastest survivor's {:.3f} ms (limit {:g}x)",
                              1e3 * once[j], once[j] / fastest, 1e3 * fastest, kScreenFactor);
+      c.race.samples_s = {once[j]};  // the table and the plot show it as measured once
+      c.race.median_s = once[j];
+      c.race.ci = {once[j], once[j]};
       continue;
     }
     ready.push_back(all_ready[j]);
