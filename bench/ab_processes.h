@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "harness/tuned_table.h"
 
 namespace kb::bench {
 
@@ -70,14 +71,10 @@ inline Estimate run_ab(const std::string& kbisect, const std::string& dir, const
   return e;
 }
 
+// The CPU the figures were measured on: its model and widest vector ISA (harness/tuned_table.h reads them).
 inline std::string cpu_model() {
-  std::string info = read_file("/proc/cpuinfo");
-  auto p = info.find("model name");
-  if (p == std::string::npos) return "unknown CPU";
-  auto colon = info.find(':', p), nl = info.find('\n', p);
-  std::string m = info.substr(colon + 2, nl - colon - 2);
-  const bool avx512 = info.find(" avx512f") != std::string::npos, avx2 = info.find(" avx2") != std::string::npos;
-  return m + (avx512 ? ", AVX-512" : avx2 ? ", AVX2" : "");
+  const CpuVectorInfo c = cpu_vector_info();
+  return fmt::format("{}, {}", c.model.empty() ? "unknown CPU" : c.model, c.isa);
 }
 
 

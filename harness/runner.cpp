@@ -200,7 +200,8 @@ RunResults run_sweep(const Sweep& sweep, const std::string& results_path, Log& l
     const std::string eta = i ? fmt::format(" ETA {:.0f}s", el / double(i) * double(n - i)) : "";
     log.status(fmt::format("[{}/{}]{} {}", i + 1, n, eta, pc.c.id()));
     PreparedCase prep = prepare_case(pc, cache, refs);
-    if (prep.result.cache_hit && fresh.count(cache.key(compile_request(pc)))) prep.result.cache_hit = false;
+    if (prep.result.cache_hit && !fresh.empty() && fresh.count(cache.key(compile_request(pc))))
+      prep.result.cache_hit = false;
     if (prep.ready()) {
       try {
         const auto t_m = std::chrono::steady_clock::now();

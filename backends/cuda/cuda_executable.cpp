@@ -5,12 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
-#include <mutex>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "backends/cpu/placement.h"
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/device_digest.h"
@@ -230,12 +229,7 @@ class CudaExecutable : public Executable {
       return !(e && std::string(e) == "0");
     }();
     if (!enabled) return;
-    static std::mt19937_64 rng{std::random_device{}()};
-    static std::mutex mu;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      gap_units_[i] = int(rng() % 32);
-    }
+    gap_units_[i] = int(placement_draw(32));
     if (gap_units_[i]) KB_CU(d.cuMemAlloc(&gaps_[i], size_t(gap_units_[i]) << 21));
   }
 
