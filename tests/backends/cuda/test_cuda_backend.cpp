@@ -12,6 +12,7 @@
 #include "backends/backend.h"
 #include "backends/cache.h"
 #include "backends/cuda/cubin_metrics.h"
+#include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_digest.h"
 #include "core/error.h"
@@ -63,6 +64,44 @@ TEST(CudaBackend, NoDriverReasonIsExact) {
   } catch (const EnvError& e) {
     EXPECT_EQ(std::string(e.what()), "no CUDA driver (libcuda.so.1 not found)");
   }
+}
+
+// A toolkit elsewhere than the build's (a carried bundle on a GPU machine) is found through
+// KBISECT_CUDA_ROOT, then CUDA_HOME: the nvcc presets and clang's ptxas come from there.
+TEST(CudaBackend, ToolkitRootFromTheEnvironment) {
+  const std::string root = temp_dir("kb-cuda-root");
+  make_dirs(root + "/bin");
+  for (const char* tool : {"nvcc", "ptxas"})
+    fs::create_symlink("/usr/local/cuda/bin/" + std::string(tool), root + "/bin/" + tool);
+  auto nvcc_of = [] {
+    for (auto& t : cuda_backend().presets())
+      if (t.name == "nvcc-sm90a") return t.compiler;
+    return std::string();
+  };
+  for (const char* var : {"KBISECT_CUDA_ROOT", "CUDA_HOME"}) {
+    setenv(var, root.c_str(), 1);
+    EXPECT_EQ(nvcc_of(), root + "/bin/nvcc") << var;
+    unsetenv(var);
+  }
+  setenv("KBISECT_CUDA_ROOT", (root + "/missing").c_str(), 1);  // no bin/ptxas there: ignored
+  EXPECT_NE(nvcc_of(), root + "/missing/bin/nvcc");
+  unsetenv("KBISECT_CUDA_ROOT");
+  remove_tree(root);
+}
+
+// The cold-mode flush overwrites twice the L2; a launch deadline comes from KBISECT_CUDA_TIMEOUT_S.
+TEST(CudaBackend, FlushSizeAndLaunchDeadline) {
+  EXPECT_EQ(cuda::l2_flush_bytes(60 << 20), size_t(120) << 20);  // H200: 60 MiB of L2
+  EXPECT_EQ(cuda::l2_flush_bytes(0), size_t(2) << 20);           // unknown: at least 2 MiB
+  unsetenv("KBISECT_CUDA_TIMEOUT_S");
+  EXPECT_EQ(cuda::kernel_timeout_s(), 60);
+  setenv("KBISECT_CUDA_TIMEOUT_S", "2.5", 1);
+  EXPECT_EQ(cuda::kernel_timeout_s(), 2.5);
+  for (const char* bad : {"0", "-1", "abc", "3s", "inf"}) {
+    setenv("KBISECT_CUDA_TIMEOUT_S", bad, 1);
+    EXPECT_THROW(cuda::kernel_timeout_s(), InputError) << bad;
+  }
+  unsetenv("KBISECT_CUDA_TIMEOUT_S");
 }
 
 TEST(CudaBackend, PresetsAndKinds) {
