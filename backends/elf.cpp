@@ -72,9 +72,16 @@ ElfFile ElfFile::from_bytes(std::string bytes, const std::string& name) {
     }
     const auto* esym = *esym_or;
     ElfSymbol s;
-    auto nm = sym.getName();
-    if (nm) s.name = nm->str();
-    else consumeError(nm.takeError());
+    if (esym->getType() == ELF::STT_SECTION) {
+      // A section symbol is named by its section. LLVM 19 finds that section's header without checking it
+      // lies inside the file (a fuzzed AMDGPU code object read past the buffer), so take the name from the
+      // sections read above, which were checked.
+      if (esym->st_shndx < out.sections_.size()) s.name = out.sections_[esym->st_shndx].name;
+    } else {
+      auto nm = sym.getName();
+      if (nm) s.name = nm->str();
+      else consumeError(nm.takeError());
+    }
     s.value = esym->st_value;
     s.size = esym->st_size;
     s.type = esym->getType();
