@@ -86,7 +86,7 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
     auto problem = refs.get(pc.c.shape, pc.c.dtype);
     double check_s = seconds_since(t_ref);
     exe->prepare(pc.c.shape, problem->A, problem->B);
-    exe->run(1);
+    out.check_run_s = exe->run(1).seconds;
     const auto t_cmp = std::chrono::steady_clock::now();
     Check chk = check_executable(*problem, *exe, pc.c.kernel->tolerance);
     check_s += seconds_since(t_cmp);

@@ -23,6 +23,9 @@ struct PreparedCase {
   // buffers), for measurements that re-create executables between blocks. Valid while the caches
   // passed to prepare_case live.
   std::function<std::unique_ptr<Executable>()> reload;
+  // The correctness check's own run of the kernel, as the backend timed it (first run after prepare:
+  // operands just written, nothing warmed). 0 when the case did not get that far.
+  double check_run_s = 0;
   bool ready() const { return exe != nullptr; }
 };
 
