@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_read.h"
 
 namespace kb {
 
@@ -130,7 +131,7 @@ json params_to_json(const Params& p) {
 Params params_from_json(const json& j) {
   Params p;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it->is_number_integer()) p.set(it.key(), it->get<int64_t>());
+    if (it->is_number_integer()) p.set(it.key(), json_int<int64_t>(*it, "params." + it.key()));
     else if (it->is_number()) p.set(it.key(), it->get<double>());
     else if (it->is_string()) p.set(it.key(), it->get<std::string>());
     else throw InputError(fmt::format("params.{} has an unsupported type", it.key()));

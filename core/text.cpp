@@ -1,6 +1,8 @@
 #include "core/text.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <string>
@@ -123,6 +125,55 @@ void check_yaml_keys(const YamlCtx& cx, const YAML::Node& n, const std::string& 
       cx.fail(it->first, fmt::format("unknown field '{}' in {} (known: {})", k, what, ks));
     }
   }
+}
+
+int64_t decimal_int64(const std::string& digits, const std::string& what) {
+  int64_t v = 0;
+  const char* end = digits.data() + digits.size();
+  auto r = std::from_chars(digits.data(), end, v);
+  if (r.ec == std::errc::result_out_of_range)
+    throw InputError(fmt::format("{}: '{}' is out of range", what, digits.size() > 40 ? digits.substr(0, 40) + "..." : digits));
+  if (r.ec != std::errc() || r.ptr != end) throw InputError(fmt::format("{}: '{}' is not a decimal number", what, digits));
+  return v;
+}
+
+namespace {
+
+class RegexLimit : public std::regex_error {
+ public:
+  explicit RegexLimit(std::string why) : std::regex_error(std::regex_constants::error_badbrace), why_(std::move(why)) {}
+  const char* what() const noexcept override { return why_.c_str(); }
+
+ private:
+  std::string why_;
+};
+
+}  // namespace
+
+std::regex checked_regex(const std::string& pattern, std::regex::flag_type flags) {
+  constexpr size_t kMaxCount = 1000;
+  auto number_at = [&](size_t i, const char* kind) {
+    size_t j = i;
+    while (j < pattern.size() && j - i < 8 && std::isdigit((unsigned char)pattern[j])) ++j;
+    const bool long_run = j < pattern.size() && std::isdigit((unsigned char)pattern[j]);
+    if (j > i && (long_run || std::stoul(pattern.substr(i, j - i)) > kMaxCount))
+      throw RegexLimit(fmt::format("{} '{}{}' is above {}", kind, pattern.substr(i, j - i), long_run ? "..." : "",
+                                   kMaxCount));
+    return j;
+  };
+  // Character classes are not told apart: "[{5000]" is refused too, a false alarm no real pattern raises.
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\') {
+      if (i + 1 < pattern.size() && std::isdigit((unsigned char)pattern[i + 1]))
+        i = number_at(i + 1, "back-reference") - 1;
+      else
+        ++i;  // an escaped character, an escaped backslash included
+    } else if (pattern[i] == '{') {
+      const size_t j = number_at(i + 1, "repeat count");
+      if (j < pattern.size() && pattern[j] == ',') number_at(j + 1, "repeat count");
+    }
+  }
+  return std::regex(pattern, flags);
 }
 
 std::string yaml_scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {

@@ -39,7 +39,7 @@ ExternalMetric parse_external_metric(const YamlCtx& cx, const YAML::Node& n, con
   if (!n["parse"]) cx.fail(n, "'metric.external' is missing field 'parse' (a regex with one capture group)");
   m.parse = yaml_scalar(cx, n["parse"], "metric.external.parse");
   try {
-    m.re = std::regex(m.parse, std::regex::ECMAScript);
+    m.re = checked_regex(m.parse);
   } catch (const std::regex_error& e) {
     cx.fail(n["parse"], fmt::format("'metric.external.parse' = '{}' is not a valid regex: {}", m.parse, e.what()));
   }

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/json_read.h"
 #include "core/process.h"
 #include "core/text.h"
 #include "stats/stats.h"
@@ -71,6 +72,8 @@ namespace {
 template <class T>
 T field(const json& j, const char* name, const std::string& ctx) {
   if (!j.contains(name)) throw InputError(fmt::format("{}: missing field '{}'", ctx, name));
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return json_int<T>(j.at(name), fmt::format("{}: field '{}'", ctx, name));
   try {
     return j.at(name).get<T>();
   } catch (const json::exception& e) {
@@ -163,7 +166,7 @@ CaseResult read_case(const json& j) {
     c.has_static = true;
     for (auto it = j["static"].begin(); it != j["static"].end(); ++it) {
       const std::string& k = it.key();
-      if (k == "code_bytes") c.code_bytes = it->get<int64_t>();
+      if (k == "code_bytes") c.code_bytes = json_int<int64_t>(*it, ctx + " static.code_bytes");
       else if (k == "code_hash") c.code_hash = it->get<std::string>();
       else if (k == "compile_s") c.compile_s = it->get<double>();
       else if (k == "cache_hit") c.cache_hit = it->get<bool>();
@@ -175,7 +178,7 @@ CaseResult read_case(const json& j) {
     c.max_error = j["correctness"].value("max_error", 0.0);
     c.tolerance = j["correctness"].value("tolerance", 0.0);
     c.check_method = j["correctness"].value("method", "");
-    c.check_elements = j["correctness"].value("elements_checked", int64_t(0));
+    c.check_elements = json_int_or<int64_t>(j["correctness"], "elements_checked", 0, ctx + " correctness");
     c.projection_ratio = j["correctness"].value("projection_ratio", 0.0);
     c.check_s = j["correctness"].value("seconds", 0.0);
   }
@@ -187,16 +190,16 @@ CaseResult read_case(const json& j) {
     auto& d = c.conditions;
     d.mode = m.value("mode", "hot");
     d.clock = m.value("clock", "");
-    d.batch = m.value("batch", 1);
+    d.batch = json_int_or<int>(m, "batch", 1, ctx + " conditions");
     d.warmup_s = m.value("warmup_s", 0.0);
-    d.warmup_runs = m.value("warmup_runs", 0);
+    d.warmup_runs = json_int_or<int>(m, "warmup_runs", 0, ctx + " conditions");
     d.noise_target = m.value("noise_target", 0.005);
-    d.min_samples = m.value("min_samples", 0);
+    d.min_samples = json_int_or<int>(m, "min_samples", 0, ctx + " conditions");
     d.min_time_s = m.value("min_time_s", 0.0);
     d.max_time_s = m.value("max_time_s", 0.0);
-    d.max_samples = m.value("max_samples", 0);
+    d.max_samples = json_int_or<int>(m, "max_samples", 0, ctx + " conditions");
     d.stop_reason = m.value("stop_reason", "");
-    d.discarded_throttled = m.value("discarded_throttled", 0);
+    d.discarded_throttled = json_int_or<int>(m, "discarded_throttled", 0, ctx + " conditions");
     d.interleaved = m.value("interleaved", false);
     d.group = m.value("group", "");
   }

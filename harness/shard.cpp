@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/json_read.h"
 
 namespace kb {
 
@@ -117,14 +118,20 @@ ShardInfo ShardInfo::from_json(const json& j, const std::string& origin) {
   try {
     s.sweep = field("sweep").get<std::string>();
     s.case_list_hash = field("case_list_hash").get<std::string>();
-    int index = field("index").get<int>();
-    s.spec.count = field("count").get<int>();
+    const int index = json_int<int>(field("index"), origin + ": shard metadata 'index'");
+    if (index < 1) throw InputError(fmt::format("{}: shard metadata: index {} out of range", origin, index));
+    s.spec.count = json_int<int>(field("count"), origin + ": shard metadata 'count'");
     s.spec.index = index - 1;
-    s.total_cases = field("total_cases").get<size_t>();
+    s.total_cases = json_int<size_t>(field("total_cases"), origin + ": shard metadata 'total_cases'");
     s.case_ids = field("case_ids").get<std::vector<std::string>>();
-    s.case_index = field("case_index").get<std::vector<size_t>>();
+    for (const auto& x : field("case_index").get<std::vector<json>>())
+      s.case_index.push_back(json_int<size_t>(x, origin + ": shard metadata 'case_index'"));
     s.all_case_ids = field("all_case_ids").get<std::vector<std::string>>();
-    for (int a : field("assignment").get<std::vector<int>>()) s.assignment.push_back(a - 1);
+    for (const auto& a : field("assignment").get<std::vector<json>>()) {
+      const int shard = json_int<int>(a, origin + ": shard metadata 'assignment'");
+      if (shard < 1) throw InputError(fmt::format("{}: shard metadata 'assignment' names shard {}", origin, shard));
+      s.assignment.push_back(shard - 1);
+    }
   } catch (const json::exception& e) {
     throw InputError(fmt::format("{}: bad shard metadata: {}", origin, e.what()));
   }

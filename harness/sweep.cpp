@@ -120,7 +120,7 @@ std::map<std::string, std::string> parse_shape_sets(const Ctx& cx, const YAML::N
 std::regex compile_filter(const std::string& pattern) {
   if (pattern.empty()) return {};
   try {
-    return std::regex(pattern);
+    return checked_regex(pattern);
   } catch (const std::regex_error& e) {
     throw InputError(fmt::format("--filter '{}': invalid regular expression: {}", pattern, e.what()));
   }

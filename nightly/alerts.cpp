@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/json_read.h"
 #include "nightly/context.h"
 
 namespace kb::nightly {
@@ -34,7 +35,7 @@ std::set<std::pair<std::string, int64_t>> alerted_before(const Context& cx) {
   if (!pj.is_object()) return out;
   try {
     for (const auto& a : pj.value("alerts", json::array()))
-      if (a.contains("changepoint")) out.insert({a.value("case", ""), a["changepoint"].value("run_id", int64_t(0))});
+      if (a.contains("changepoint")) out.insert({a.value("case", ""), json_int_or<int64_t>(a["changepoint"], "run_id", 0, "alerts.changepoint")});
   } catch (...) {
   }
   return out;

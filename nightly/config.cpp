@@ -84,7 +84,7 @@ void parse_cases(const YamlCtx& cx, const YAML::Node& root, const std::string& b
   if (root["filter"]) {
     c.filter = yaml_scalar(cx, root["filter"], "filter");
     try {
-      std::regex re(c.filter);
+      (void)checked_regex(c.filter);
     } catch (const std::regex_error& e) {
       cx.fail(root["filter"], fmt::format("'filter' = '{}' is not a valid regex: {}", c.filter, e.what()));
     }

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/json_read.h"
 #include "harness/shard.h"
 #include "nightly/context.h"
 
@@ -68,7 +69,7 @@ void merge_shards(Context& cx) {
 // cx.run_id, cx.mine, cx.prev, cx.window.
 void record_history(Context& cx, History& hist, const json& earlier, const Log& log) {
   const Plan& p = cx.plan;
-  const int64_t earlier_id = earlier.is_object() ? earlier.value("run_id", int64_t(0)) : 0;
+  const int64_t earlier_id = json_int_or<int64_t>(earlier, "run_id", 0, "nightly.json");
   if (earlier_id > 0 && hist.run(earlier_id)) cx.run_id = earlier_id;
   if (cx.run_id == 0) {
     RunMeta meta;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/text.h"
 
 namespace kb {
 
@@ -340,7 +341,7 @@ std::optional<RunRow> History::run(int64_t run_id) const {
 std::vector<SeriesPoint> History::series(const std::string& case_regex, int last_n) const {
   std::regex re;
   try {
-    re = std::regex(case_regex, std::regex::ECMAScript);
+    re = checked_regex(case_regex);
   } catch (const std::regex_error& e) {
     throw InputError(fmt::format("case filter '{}': not a valid regex: {}", case_regex, e.what()));
   }

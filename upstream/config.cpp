@@ -66,7 +66,7 @@ std::vector<std::string> string_list(const YamlCx& cx, const YAML::Node& v, cons
     if (!g.IsScalar() || g.Scalar().empty()) cx.fail(g, fmt::format("field '{}': each entry must be a non-empty string", field));
     if (regex) {
       try {
-        std::regex re(g.Scalar());
+        (void)checked_regex(g.Scalar());
       } catch (const std::regex_error& e) {
         cx.fail(g, fmt::format("field '{}': bad regular expression '{}': {}", field, g.Scalar(), e.what()));
       }

@@ -4,6 +4,7 @@
 #include <regex>
 #include <sstream>
 
+#include "core/text.h"
 
 namespace kb::cuda {
 
@@ -88,17 +89,17 @@ PtxasFigures parse_ptxas_log(const std::string& log, const std::string& kernel) 
       continue;
     }
     if (props_of == kernel && !f.stack_frame && std::regex_search(line, m, frame)) {
-      f.stack_frame = std::stoll(m[1]);
-      f.spill_stores = std::stoll(m[2]);
-      f.spill_loads = std::stoll(m[3]);
+      f.stack_frame = decimal_int64(m[1], "ptxas log: stack frame bytes");
+      f.spill_stores = decimal_int64(m[2], "ptxas log: spill store bytes");
+      f.spill_loads = decimal_int64(m[3], "ptxas log: spill load bytes");
       continue;
     }
     // The "Used N registers" line follows the properties block of the same function.
     if ((props_of == kernel || entry_of == kernel) && !f.registers && std::regex_search(line, m, used)) {
-      f.registers = std::stoll(m[1]);
+      f.registers = decimal_int64(m[1], "ptxas log: registers");
       std::string rest = m[2];
       std::smatch s;
-      f.smem_bytes = std::regex_search(rest, s, smem) ? std::stoll(s[1]) : 0;
+      f.smem_bytes = std::regex_search(rest, s, smem) ? decimal_int64(s[1], "ptxas log: smem bytes") : 0;
     }
   }
   return f;

@@ -7,6 +7,7 @@
 
 #include "backends/kernel_decl.h"
 #include "core/error.h"
+#include "core/text.h"
 
 namespace kb::cuda {
 
@@ -218,7 +219,9 @@ ArchLimits arch_limits(const std::string& target) {
   if (!std::regex_match(target, m, re))
     throw InputError(fmt::format("CUDA target '{}' is not of the form sm_<NN>[a] (e.g. sm_80, sm_90a)", target));
   ArchLimits a;
-  a.sm = std::stoi(m[1]);
+  const int64_t sm = decimal_int64(m[1], fmt::format("CUDA target '{}'", target));
+  if (sm > 10000) throw InputError(fmt::format("CUDA target '{}': no such architecture", target));
+  a.sm = int(sm);
   a.arch_specific = !m[2].str().empty();
   auto kib = [](int k) { return k * 1024; };
   if (a.sm < 80) {  // Turing

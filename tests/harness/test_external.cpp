@@ -91,6 +91,7 @@ TEST(External, ConfigErrorsNameTheField) {
   expect_error("command: [x]\nparse: '(a)(b)'\n", "exactly one capture group");
   expect_error("command: 'sh -c x'\nparse: '(a)'\n", "command");
   expect_error("command: [x]\nparse: '(a'\n", "not a valid regex");
+  expect_error("command: [x]\nparse: '(a)\\99999999999'\n", "is not a valid regex: back-reference '99999999...' is above 1000");
   expect_error("command: [x]\nparse: '(a)'\nrepeat: 0\n", "repeat");
   expect_error("command: [x]\nparse: '(a)'\nbetter: faster\n", "better");
   expect_error("command: [x]\nparse: '(a)'\nshell: true\n", "shell");

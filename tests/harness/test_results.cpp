@@ -79,6 +79,21 @@ TEST(Results, BadFilesAreInputErrors) {
     EXPECT_NE(std::string(e.what()).find("cases[0]"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_results(dir + "/missing.json"), InputError);
+  // A shape too large for int64 (fuzz_results_json: nlohmann converted 2.5e20 to long, undefined behaviour).
+  CaseResult c = kbtest::ok_case("k", {2, 3, 4}, "t", {1e-3});
+  RunResults r;
+  r.cases.push_back(c);
+  nlohmann::json j = to_json(r);
+  j["cases"][0]["shape"]["N"] = 2.5e20;
+  write_file_atomic(dir + "/huge.json", j.dump());
+  try {
+    load_results(dir + "/huge.json");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cases[0]: case k shape: field 'N' = 2.5e+20 is out of range"),
+              std::string::npos)
+        << e.what();
+  }
   remove_tree(dir);
 }
 

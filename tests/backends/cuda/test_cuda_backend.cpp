@@ -182,6 +182,15 @@ TEST(CudaBackend, PtxasLogParser) {
   EXPECT_EQ(f.spill_loads, 88);
   EXPECT_EQ(f.smem_bytes, 4096);
   EXPECT_FALSE(cuda::parse_ptxas_log("", "kb_matmul").registers.has_value());
+  // Digits beyond int64 (fuzz_ptxas_log's first crash: std::stoll threw std::out_of_range) are bad input.
+  try {
+    cuda::parse_ptxas_log("ptxas info    : Used 99999999999999999999 registers\n", "");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("ptxas log: registers: '99999999999999999999' is out of range"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The matrix: every kernel config x dtype through nvcc and NVRTC for each arch it claims, and clang-19
