@@ -11,7 +11,7 @@
 # and the few shared libraries they need besides glibc, all xz-compressed. NVRTC, cuBLAS and the driver
 # are never carried: the machine's own CUDA toolkit provides them. The bundle must stay within 40 MiB.
 #
-# The run (--out) takes at most $KBISECT_GPU_CHECK_BUDGET_S seconds (default 345) in all, unpack included.
+# The run (--out) takes at most $KBISECT_GPU_CHECK_BUDGET_S seconds (default 420) in all, unpack included.
 # Every step runs under its own `timeout`, never longer than what is left of the whole, and prints a
 # budget line. Steps: (0) unpack and check the libraries; (a) the environment: nvidia-smi, driver,
 # clocks, L2 size and SM count; (b) correctness of every CUDA kernel config on small and odd shapes,
@@ -20,7 +20,8 @@
 # 4096^3, 8192^3 and three LLaMA shapes), cold and hot, with cuBLAS (cublasGemmEx in the same process,
 # as the anchor) in it when the kbisect in the bundle has the `cublas` kernel, else through
 # backends/cuda/tools/cublas_ref.cu built here with nvcc; (f) `kbisect ab` of nvcc against NVRTC on one
-# kernel, and of NVRTC against itself (A/A).
+# kernel, and of NVRTC against itself (A/A); (g) `kbisect tune` of the sm90 (sm80) kernel at bf16 4096^3,
+# raced on the device (its table goes to the log).
 # At most 8 files come back from a lease, so DIR receives exactly: gpu-check.log, env.txt, summary.json,
 # correctness.json, timed-cold.json, timed-hot.json, ab.json, gtest.txt. Scratch work goes to a
 # temporary directory. The last line is `gpu-check: N passed, M failed`.
@@ -33,7 +34,7 @@ out=""
 bundle=""
 pack_dir=""
 build_dir="${KBISECT_BUILD_DIR:-$here/build}"
-budget_s="${KBISECT_GPU_CHECK_BUDGET_S:-345}"
+budget_s="${KBISECT_GPU_CHECK_BUDGET_S:-420}"
 bundle_limit_mib=40
 bundled_bins=(kbisect tests/test_backends_cuda)
 
@@ -460,10 +461,22 @@ for name in ("ab-ab", "ab-aa", "ab-aa-fixed"):
 with open(dest, "w") as f: json.dump(every, f, indent=1)
 PY
 
+# (g) kbisect tune on the device: the kernel's declared space compiled in parallel, pruned on static
+# metrics, the survivors checked and raced on the GPU, the winner confirmed against the built-in default.
+# Without a GPU it ranks on static metrics only and says so. Its table goes to the log.
+log "(g) tune: $ab_kernel bf16 4096^3 through nvrtc-$arch"
+# The rehearsal (2 cores, no GPU) compiles a part of the space: 8 points instead of 40.
+tune_space=()
+[[ -z "$rehearsal" ]] || tune_space=(--space BN=128,256 --space STAGES=3,4)
+step tune 120 "$kbisect" tune "$ab_kernel" --toolchain "nvrtc-$arch" --shape 4096x4096x4096 --dtype bf16 \
+  --budget-s 40 --jobs "$(nproc)" "${tune_space[@]}" > "$work/tune.txt" 2>&1
+tune_rc=$step_rc
+grep -v -E '^(racing|compiled) ' "$work/tune.txt" | tail -70
+
 # ---------------------------------------------------------------- summary
-python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" <<'PY'
+python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" "$tune_rc" <<'PY'
 import json, os, sys
-out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted = sys.argv[1:9]
+out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted, tune_rc = sys.argv[1:10]
 gpu = gpu == "1"
 checks = [tuple(l.split("|", 2)) for l in noted.splitlines() if l]  # (what, status, detail)
 def load(name):
@@ -497,10 +510,12 @@ if gpu:
     checks.append(("ab nvcc vs NVRTC", "ok" if ab_rc in ("0", "1") else "failed", f"exit {ab_rc} (0: same or better, 1: worse)"))
     checks.append(("ab A/A", "ok" if aa_rc == "0" else "failed", f"exit {aa_rc} (identical code must not be called worse)"))
     checks.append(("ab A/A, fixed placement", "ok" if fixed_rc == "0" else "failed", f"exit {fixed_rc}"))
+    checks.append(("tune on the device", "ok" if tune_rc == "0" else "failed", f"kbisect tune exit {tune_rc}"))
 else:
     checks.append(("mutants, digest, GPU tests", "ok" if mutants_rc == "0" else "failed",
                    f"compiled; GPU tests skipped: no GPU (exit {mutants_rc})"))
     checks.append(("ab", "skipped", "skipped: no GPU"))
+    checks.append(("tune", "ok" if tune_rc == "0" else "failed", f"static metrics only: no GPU (kbisect tune exit {tune_rc})"))
 # The table: kernel, path, correct?, TFLOP/s and the ratio to cuBLAS on the same shape and mode.
 ref, rows = {}, []
 for mode in ("cold", "hot"):

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace kb::tune {
 
 namespace {
@@ -15,7 +17,8 @@ int count_before(const std::string& line, const std::string& what) {
   // "<n> spills", "<n> reloads"; "<n> folded reloads" does not match (a folded reload is a memory operand).
   static const std::regex spill(R"((\d+) spills)"), reload(R"((\d+) reloads)");
   std::smatch m;
-  if (std::regex_search(line, m, what == "spills" ? spill : reload)) return std::stoi(m[1]);
+  if (std::regex_search(line, m, what == "spills" ? spill : reload))
+    return int(std::min<int64_t>(decimal_int64(m[1], "regalloc remark"), std::numeric_limits<int>::max()));
   return 0;
 }
 
@@ -61,13 +64,16 @@ double metric(const std::map<std::string, double>& m, const char* name) {
 }
 }  // namespace
 
-std::string gpu_static_reason(const std::map<std::string, double>& m, const PruneRule& rule) {
+std::string gpu_static_reason(const std::map<std::string, double>& m, const PruneRule& rule, double best_occupancy) {
   const double spills = metric(m, "spill_stores") + metric(m, "spill_loads");
   if (spills > 0) return fmt::format("static: {} spill stores/loads", spills);
   const double local = std::max(metric(m, "stack_bytes"), metric(m, "scratch_bytes"));
   if (local > 0) return fmt::format("static: {} bytes of local memory", local);
-  if (m.count("occupancy") && metric(m, "occupancy") < rule.min_occupancy)
-    return fmt::format("static: occupancy {:.2f} below the floor {:.2f}", metric(m, "occupancy"), rule.min_occupancy);
+  const double floor = std::min(rule.min_occupancy, rule.occupancy_ratio * best_occupancy);
+  if (m.count("occupancy") && metric(m, "occupancy") < floor)
+    return fmt::format("static: occupancy {:.2f} below the floor {:.2f} (the lower of {:g} and {:g} x the best "
+                       "candidate's {:.2f})",
+                       metric(m, "occupancy"), floor, rule.min_occupancy, rule.occupancy_ratio, best_occupancy);
   return "";
 }
 

@@ -48,10 +48,15 @@ TEST(TunePrune, ReasonsAreRecorded) {
   EXPECT_EQ(why[1], "");  // 38 <= 1.5 * 27 + 8
   EXPECT_NE(why[2].find("40 spills + 60 reloads"), std::string::npos) << why[2];
   EXPECT_EQ(why[3], "");
-  EXPECT_NE(gpu_static_reason({{"spill_stores", 4}}, rule).find("spill"), std::string::npos);
-  EXPECT_NE(gpu_static_reason({{"scratch_bytes", 64}}, rule).find("local memory"), std::string::npos);
-  EXPECT_NE(gpu_static_reason({{"occupancy", 0.125}}, rule).find("occupancy 0.12"), std::string::npos);
-  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.5}, {"registers", 128}}, rule), "");
+  EXPECT_NE(gpu_static_reason({{"spill_stores", 4}}, rule, 0.5).find("spill"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"scratch_bytes", 64}}, rule, 0.5).find("local memory"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"occupancy", 0.125}}, rule, 0.5).find("occupancy 0.12 below the floor 0.25"),
+            std::string::npos);
+  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.5}, {"registers", 128}}, rule, 0.5), "");
+  // A warp-specialized space where every candidate runs one block of 12 warps per SM (0.1875): the floor
+  // follows the space (0.5 x 0.1875), so none is pruned for it; one at a quarter of the best still is.
+  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.1875}}, rule, 0.1875), "");
+  EXPECT_NE(gpu_static_reason({{"occupancy", 0.046875}}, rule, 0.1875).find("below the floor 0.09"), std::string::npos);
 }
 
 TEST(TuneSpace, InvalidPointsKeepTheKernelsReason) {
