@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -192,6 +193,11 @@ class CpuExecutable : public Executable {
     pid_t pid = fork();
     if (pid < 0) throw EnvError(fmt::format("fork failed: {}", strerror(errno)));
     if (pid == 0) {
+      // The kernel's own faults reach the parent as the signal they are: handlers this process installed
+      // (a sanitizer's, a debugger helper's) would otherwise turn a SIGSEGV into their report and an abort.
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigaction(sig, &dfl, nullptr);
       alarm(120);
       int rc = fn_(&args_);
       _exit(rc == 0 ? 0 : 3);
