@@ -11,6 +11,7 @@
 #include "bisect/priors.h"
 #include "bisect/report.h"
 #include "tests/common/bisect_fixture.h"
+#include "tests/common/sanitized.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 
@@ -50,6 +51,14 @@ TEST(BisectMulti, TwoRegressionsAndAPartialRecoveryOnTheCpu) {
   ASSERT_EQ(o.verdict, "culprit") << o.summary;
   std::map<std::string, const Culprit*> by_sha;
   for (const auto& c : o.culprits) by_sha[run.commits[size_t(c.index)].sha] = &c;
+  if (kbtest::kSanitized) {
+    // Measured under ASan: -O3 -> -O1 read 1.9x instead of ~17x (a ~5 us kernel timed inside an
+    // instrumented process, ASan's allocator included), so which regression is the larger is not this
+    // build's to say.
+    EXPECT_TRUE(by_sha.count(s[2]) || by_sha.count(s[4])) << o.summary;
+    GTEST_SKIP() << "ASan build: the bisection ran and named a culprit; the effect sizes and their order "
+                    "are checked in the plain build";
+  }
   ASSERT_TRUE(by_sha.count(s[2])) << o.summary;
   ASSERT_TRUE(by_sha.count(s[4])) << o.summary;
   EXPECT_TRUE(by_sha[s[2]]->verified);
