@@ -50,12 +50,15 @@ struct Estimate {
 };
 
 // One `kbisect ab` process; its decision from ab.json.
-inline Estimate run_ab(const std::string& kbisect, const std::string& dir, const std::string& out, double budget_s) {
+// extra: more `kbisect ab` arguments (e.g. --min-blocks 20).
+inline Estimate run_ab(const std::string& kbisect, const std::string& dir, const std::string& out, double budget_s,
+                       const std::vector<std::string>& extra = {}) {
   RunOptions o;
   o.timeout_s = budget_s * 4 + 120;
-  auto r = run_process({kbisect, "ab", dir + "/sweep.yaml", "--toolchain", dir + "/A.yaml", "--toolchain",
-                        dir + "/B.yaml", "--budget-s", fmt::format("{}", budget_s), "-o", out},
-                       o);
+  std::vector<std::string> argv = {kbisect, "ab", dir + "/sweep.yaml", "--toolchain", dir + "/A.yaml", "--toolchain",
+                                   dir + "/B.yaml", "--budget-s", fmt::format("{}", budget_s), "-o", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto r = run_process(argv, o);
   if (r.exit_code != 0 && r.exit_code != 1)
     throw Error(fmt::format("kbisect ab failed ({}): {}", r.status_text(), tail(r.out + r.err)));
   auto j = nlohmann::json::parse(read_file(out + "/ab.json"));

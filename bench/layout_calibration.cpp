@@ -16,7 +16,8 @@
 // Honest CIs give sd_ratio near 1 (targets: <= 1.3) and coverage near the CI's confidence (>= 0.9).
 // The last line is `layout_calibration: worst_coverage=<x> worst_sd_ratio=<y>`.
 //
-// Usage: layout_calibration [--processes P] [--budget-s S] [--pairs a,b,c,d] [--kbisect PATH] [--keep DIR]
+// Usage: layout_calibration [--processes P] [--budget-s S] [--pairs a,b,c,d] [--min-blocks N] [--kbisect PATH]
+//                           [--keep DIR]   (--min-blocks: ab's first look, default ab's own)
 // Needs clang++-19 and clang++-16 (scripts/install-deps). It takes about P x 4 x (S + 2) seconds; run it
 // on a quiet machine.
 #include <algorithm>
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   int processes = 10;
   double budget_s = 6;
   std::string pairs_arg = "a,b,c,d", kbisect, keep;
+  std::vector<std::string> ab_extra;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -57,6 +59,7 @@ int main(int argc, char** argv) {
     else if (a == "--pairs") pairs_arg = next();
     else if (a == "--kbisect") kbisect = next();
     else if (a == "--keep") keep = next();
+    else if (a == "--min-blocks") ab_extra = {"--min-blocks", next()};
     else {
       std::cerr << "layout_calibration: unknown argument '" << a << "' (see the comment at the top of "
                 << "bench/layout_calibration.cpp)\n";
@@ -84,7 +87,7 @@ int main(int argc, char** argv) {
     std::vector<Estimate> es;
     for (int k = 0; k < processes; ++k) {
       try {
-        es.push_back(run_ab(kbisect, dir, fmt::format("{}/run{}", dir, k), budget_s));
+        es.push_back(run_ab(kbisect, dir, fmt::format("{}/run{}", dir, k), budget_s, ab_extra));
       } catch (const Error& e) {
         std::cerr << "layout_calibration: pair " << p.id << ", process " << k << ": " << e.what() << "\n";
         return 1;

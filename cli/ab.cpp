@@ -26,6 +26,7 @@ struct Args {
   double budget_s = 60;
   int max_pairs = 2048;
   int block_pairs = 16;
+  int min_blocks = 10;
   int max_blocks = 160;
   std::string out;
   std::string filter;
@@ -54,6 +55,7 @@ int run(const Args& a) {
   o.budget_s = a.budget_s;
   o.max_pairs = a.max_pairs;
   o.pairs_per_block = a.block_pairs;
+  o.min_blocks = a.min_blocks;
   o.max_blocks = a.max_blocks;
   o.out_dir = a.out;
   o.filter = a.filter;
@@ -90,6 +92,8 @@ Registrar reg("ab",
                 app->add_option("--block-pairs", a->block_pairs,
                                 "pairs per block; both sides are loaded afresh for every block (0: one load per "
                                 "side, looks on single pairs)")
+                    ->capture_default_str();
+                app->add_option("--min-blocks", a->min_blocks, "first look (blocks): no verdict on fewer placements")
                     ->capture_default_str();
                 app->add_option("--max-blocks", a->max_blocks, "last planned look (blocks)")->capture_default_str();
                 app->add_option("--max-pairs", a->max_pairs, "last planned look (pairs) with --block-pairs 0")

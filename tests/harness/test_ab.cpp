@@ -94,4 +94,8 @@ TEST(AbCli, ExitCodeFollowsDirection) {
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   auto missing = run_process({bin, "ab", "/nonexistent/sweep.yaml", "--toolchain", "clang-19", "--toolchain", "clang-14"}, ro);
   EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  // A first look after the last one -> 2, the values named.
+  auto looks = run_process({bin, "ab", kSweep, "--toolchain", "clang-19", "--toolchain", "g++", "--min-blocks", "200"}, ro);
+  EXPECT_EQ(looks.exit_code, 2) << looks.err;
+  EXPECT_NE(looks.err.find("min (200) <= max (160)"), std::string::npos) << looks.err;
 }
