@@ -196,7 +196,8 @@ void Loop::journal_start() {
     if (st->at("shas").get<std::vector<std::string>>() != plan_.shas)
       throw InputError(fmt::format("journal {} is for a different commit range; use another --workdir", j_->path()));
     // Journaled units are blocks of this many rounds (0: rounds); a replay in other units would misread them.
-    if (const int jb = json_int_or<int>(*st, "block_rounds", 0, "journal " + j_->path() + " start"); jb != plan_.block_rounds)
+    if (const int jb = json_int_or<int>(*st, "block_rounds", 0, "journal " + j_->path() + " start");
+        jb != plan_.block_rounds)
       throw InputError(fmt::format("journal {} was measured with measure.block_rounds {}, the config now says {}; "
                                    "restore it or use another --workdir",
                                    j_->path(), jb, plan_.block_rounds));

@@ -132,8 +132,10 @@ int64_t decimal_int64(const std::string& digits, const std::string& what) {
   const char* end = digits.data() + digits.size();
   auto r = std::from_chars(digits.data(), end, v);
   if (r.ec == std::errc::result_out_of_range)
-    throw InputError(fmt::format("{}: '{}' is out of range", what, digits.size() > 40 ? digits.substr(0, 40) + "..." : digits));
-  if (r.ec != std::errc() || r.ptr != end) throw InputError(fmt::format("{}: '{}' is not a decimal number", what, digits));
+    throw InputError(
+        fmt::format("{}: '{}' is out of range", what, digits.size() > 40 ? digits.substr(0, 40) + "..." : digits));
+  if (r.ec != std::errc() || r.ptr != end)
+    throw InputError(fmt::format("{}: '{}' is not a decimal number", what, digits));
   return v;
 }
 

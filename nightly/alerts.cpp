@@ -35,7 +35,8 @@ std::set<std::pair<std::string, int64_t>> alerted_before(const Context& cx) {
   if (!pj.is_object()) return out;
   try {
     for (const auto& a : pj.value("alerts", json::array()))
-      if (a.contains("changepoint")) out.insert({a.value("case", ""), json_int_or<int64_t>(a["changepoint"], "run_id", 0, "alerts.changepoint")});
+      if (a.contains("changepoint"))
+        out.insert({a.value("case", ""), json_int_or<int64_t>(a["changepoint"], "run_id", 0, "alerts.changepoint")});
   } catch (...) {
   }
   return out;

@@ -117,10 +117,12 @@ void prune_static(std::vector<Candidate>& cands, const std::vector<std::string>&
   }
   double best_occupancy = 0;
   for (const auto& c : cands)
-    if (c.status.empty() && c.metrics.count("occupancy")) best_occupancy = std::max(best_occupancy, c.metrics.at("occupancy"));
+    if (c.status.empty() && c.metrics.count("occupancy"))
+      best_occupancy = std::max(best_occupancy, c.metrics.at("occupancy"));
   for (auto& c : cands)
     if (c.status.empty())
-      if (auto why = gpu_static_reason(c.metrics, rule, best_occupancy); !why.empty()) c.status = "pruned", c.reason = why;
+      if (auto why = gpu_static_reason(c.metrics, rule, best_occupancy); !why.empty())
+        c.status = "pruned", c.reason = why;
 }
 
 PlannedCase plan(const KernelDecl& k, const Params& p, const Shape& sh, DType dt, const std::shared_ptr<const Toolchain>& tc) {

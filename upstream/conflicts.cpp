@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "upstream/internal.h"
 
 namespace kb::upstream::detail {
@@ -29,7 +30,8 @@ class RebaseRule {
  public:
   RebaseRule(const Config& cfg, size_t tracked)
       : share_(cfg.rebase_file_share), min_files_(size_t(cfg.rebase_min_files)), tracked_(tracked) {
-    for (const auto& s : cfg.rebase_subjects) res_.emplace_back(s, std::regex(s, std::regex::ECMAScript | std::regex::icase));
+    for (const auto& s : cfg.rebase_subjects)
+      res_.emplace_back(s, checked_regex(s, std::regex::ECMAScript | std::regex::icase));
   }
   std::string why(const std::string& subject, size_t files) const {
     for (const auto& [text, re] : res_)

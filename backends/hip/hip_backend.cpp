@@ -20,10 +20,10 @@
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_kernels.h"
 #include "core/error.h"
-#include "core/text.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
 #include "core/process.h"
+#include "core/text.h"
 
 namespace kb {
 
@@ -322,7 +322,8 @@ int hip_clang_major(const Toolchain& tc) {
     auto r = run_process(version_argv(tc), o);
     std::smatch m;
     std::string text = r.out + r.err;
-    if (std::regex_search(text, m, std::regex("clang version (\\d+)"))) major = int(std::min<int64_t>(decimal_int64(m[1].str(), "clang --version"), 1000));
+    if (std::regex_search(text, m, std::regex("clang version (\\d+)")))
+      major = int(std::min<int64_t>(decimal_int64(m[1].str(), "clang --version"), 1000));
   } catch (const Error&) {
     major = 0;  // compiler missing: the compile reports it
   }
