@@ -14,7 +14,8 @@
 //   sd_ratio = between-process standard deviation of the estimates / (mean CI half-width / 1.96)
 //   coverage = share of processes whose CI contains the median of all the estimates.
 // Honest CIs give sd_ratio near 1 (targets: <= 1.3) and coverage near the CI's confidence (>= 0.9).
-// The last line is `layout_calibration: worst_coverage=<x> worst_sd_ratio=<y>`.
+// The last line is `layout_calibration: worst_coverage=<x> worst_sd_ratio=<y>`. Run it with
+// KBISECT_BLOCK_WORKER=on to measure every block in a process of its own (harness/block_worker.h).
 //
 // Usage: layout_calibration [--processes P] [--budget-s S] [--pairs a,b,c,d] [--min-blocks N] [--kbisect PATH]
 //                           [--keep DIR]   (--min-blocks: ab's first look, default ab's own)

@@ -9,8 +9,8 @@
 // median of the reproduce effects. When it is at least twice the threshold, a `not-reproduced` is a wrong
 // verdict; the target is at least 19 reproduced of 20. The last line is
 //   reproduce_rate: reproduced=<k>/<P> pooled_effect=<x>% not_reproduced=<m>
-// Usage: reproduce_rate [--processes P] [--threshold PCT] [--kbisect PATH] (default threshold 2, as measured
-// on a Zen 3 VM where the change read +2% to +11%; a CPU where -O2 costs less needs a lower threshold for
+// Usage: reproduce_rate [--processes P] [--threshold PCT] [--kbisect PATH] [--keep DIR] (default threshold 2,
+// as measured on a Zen 3 VM where the change read +2% to +11%; a CPU where -O2 costs less needs a lower threshold for
 // the check to mean anything). It takes about P x 4 s; run it on a quiet machine.
 #include <algorithm>
 #include <filesystem>
@@ -72,12 +72,13 @@ void make_repo(const std::string& repo) {
 int main(int argc, char** argv) {
   int processes = 20;
   double threshold = 2;
-  std::string kbisect;
+  std::string kbisect, keep;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--processes" && i + 1 < argc) processes = std::max(3, std::atoi(argv[++i]));
     else if (a == "--kbisect" && i + 1 < argc) kbisect = argv[++i];
     else if (a == "--threshold" && i + 1 < argc) threshold = std::atof(argv[++i]);
+    else if (a == "--keep" && i + 1 < argc) keep = argv[++i];  // the repository and every run's workdir
     else {
       std::cerr << "reproduce_rate: unknown argument '" << a << "' (see bench/reproduce_rate.cpp)\n";
       return 2;
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   }
   if (kbisect.empty()) kbisect = (fs::path(executable_path()).parent_path().parent_path() / "kbisect").string();
   try {
-    const std::string root = temp_dir("kb-reproduce-rate");
+    const std::string root = keep.empty() ? temp_dir("kb-reproduce-rate") : keep;
     const std::string repo = root + "/compiler";
     make_repo(repo);
     write_file_atomic(root + "/bisect.yaml",
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
       std::cerr << fmt::format("  {}/{}: reproduce {:+.2f}% ({}), outcome {}\n", k + 1, processes, effect,
                                step_verdict, verdict);
     }
-    remove_tree(root);
+    if (keep.empty()) remove_tree(root);
     const double pooled = stats::median(effects);
     std::cout << fmt::format("pooled reproduce effect {:+.2f}% ({} the {}% (2 x threshold) that makes "
                              "not-reproduced wrong)\n",

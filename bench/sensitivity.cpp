@@ -51,6 +51,7 @@
 #include "core/fsutil.h"
 #include "core/process.h"
 #include "harness/reference.h"
+#include "harness/runner.h"
 #include "stats/stats.h"
 
 using namespace kb;
@@ -239,7 +240,8 @@ int main(int argc, char** argv) {
         // A/A alternates which copy is "A".
         const bool swap = t % 2 == 1;
         const Artifact art_a = artifact_at(art, swap ? so_b : so_a), art_b = artifact_at(art, swap ? so_a : so_b);
-        const GemmProblem& pb = exp == 0 ? *base_problem : *slow_problem;
+        const auto& pb_ptr = exp == 0 ? base_problem : slow_problem;
+        const GemmProblem& pb = *pb_ptr;
         mcfg.seed = uint64_t(1000 + 2 * t + exp);
         PairOutcome po;
         if (one_load) {
@@ -247,10 +249,9 @@ int main(int argc, char** argv) {
           auto eb = load_prepared(be, art_b, pb);
           po = measure_and_decide(*ea, *eb, mcfg, dcfg, budget_s);
         } else {
-          const PairFactory make = [&](int side) {
-            return side == 0 ? load_prepared(be, art_a, *base_problem) : load_prepared(be, art_b, pb);
-          };
-          po = measure_and_decide_blocks(make, mcfg, bcfg, budget_s, defaults.pairs_per_block);
+          // As `kbisect ab` measures (a worker process per block when KBISECT_BLOCK_WORKER says so).
+          po = measure_and_decide_blocks({fresh_loads(be, art_a, base_problem), fresh_loads(be, art_b, pb_ptr)}, mcfg,
+                                         bcfg, budget_s, defaults.pairs_per_block);
         }
         Tally& tl = exp == 0 ? aa : ab;
         tl.add(po.decision.verdict, po.wall_s, po.decision.effect);

@@ -68,6 +68,13 @@ PairOutcome measure_and_decide(Executable& a, Executable& b, const MeasureConfig
 
 PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConfig& measure,
                                       const stats::DecisionConfig& decision, double budget_s, int pairs_per_block) {
+  const std::vector<ExecutableFactory> sides = {[&] { return make(0); }, [&] { return make(1); }};
+  return measure_and_decide_blocks(sides, measure, decision, budget_s, pairs_per_block);
+}
+
+PairOutcome measure_and_decide_blocks(const std::vector<ExecutableFactory>& sides, const MeasureConfig& measure,
+                                      const stats::DecisionConfig& decision, double budget_s, int pairs_per_block) {
+  if (sides.size() != 2) throw Error(fmt::format("internal: an A/B needs 2 sides, not {}", sides.size()));
   if (!(budget_s > 0)) throw InputError(fmt::format("budget {} s must be positive", budget_s));
   if (pairs_per_block < 2) throw InputError(fmt::format("pairs per block {} must be at least 2", pairs_per_block));
   stats::SequentialPaired seq(decision);
@@ -76,7 +83,6 @@ PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConf
   out.m.resize(2);
   stats::Decision last;
   bool decided = false, looked_at_end = false;
-  const std::vector<ExecutableFactory> sides = {[&] { return make(0); }, [&] { return make(1); }};
   const double t0 = now_s();
   for (int block = 0; block < decision.max_n; ++block) {
     const double left = budget_s - (now_s() - t0);
@@ -227,8 +233,7 @@ struct AbSession {
     // Block design: the loads made for the correctness check are not measured; every block loads again.
     ca.exe.reset();
     cb.exe.reset();
-    const PairFactory make = [&](int side) { return side == 0 ? ca.reload() : cb.reload(); };
-    return measure_and_decide_blocks(make, mc, bcfg, o.budget_s, o.pairs_per_block);
+    return measure_and_decide_blocks({ca.reload, cb.reload}, mc, bcfg, o.budget_s, o.pairs_per_block);
   }
 
   void record_pair(const std::string& group, PreparedCase& ca, PreparedCase& cb, CaseComparison& cc,

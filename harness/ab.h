@@ -50,6 +50,10 @@ using PairFactory = std::function<std::unique_ptr<Executable>(int side)>;
 // pair of every block in order; block_effects the per-block medians of log(B/A).
 PairOutcome measure_and_decide_blocks(const PairFactory& make, const MeasureConfig& measure,
                                       const stats::DecisionConfig& decision, double budget_s, int pairs_per_block);
+// The same with a factory per side ({A, B}); factories that carry recipes measure every block in a worker
+// process (harness/measure.h).
+PairOutcome measure_and_decide_blocks(const std::vector<ExecutableFactory>& sides, const MeasureConfig& measure,
+                                      const stats::DecisionConfig& decision, double budget_s, int pairs_per_block);
 
 struct AbOptions {
   std::string sweep_file;

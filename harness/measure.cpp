@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/placement.h"
+#include "harness/block_worker.h"
 #include "core/clock.h"
 #include "core/error.h"
 
@@ -50,6 +51,12 @@ uintptr_t on_moved_stack(F&& f) {
 
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng) {
+  const bool recipes =
+      !make.empty() && std::all_of(make.begin(), make.end(), [](const auto& f) { return bool(f.recipe); });
+  if (recipes) {
+    if (const std::string worker = block_worker_path(); !worker.empty())
+      return measure_block_in_worker(worker, make, cfg, rounds, max_time_s, rng);
+  }
   std::vector<size_t> order(make.size());
   std::iota(order.begin(), order.end(), 0);
   rng.shuffle(order);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/rng.h"
@@ -50,7 +51,25 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
 // measurements in make's order, or nothing when the time ran out inside the block (a partial block is
 // dropped). The executables are gone on return, so the next block's loads are fresh; each measurement holds
 // its load's placement (one entry).
-using ExecutableFactory = std::function<std::unique_ptr<Executable>()>;
+//
+// When every factory carries a LoadRecipe and the block worker is on (KBISECT_BLOCK_WORKER, see
+// block_worker_path()), the block runs in a fresh worker process instead (harness/block_worker.h): exec re-draws, by ASLR, everything this
+// process keeps fixed between blocks (its own code, the shared libraries, the heap's start, the stack's
+// start), and inside the worker the loads draw their placement as they do here.
+struct LoadRecipe {
+  Artifact artifact;
+  Shape shape;
+  std::shared_ptr<const std::vector<float>> A, B;  // the inputs prepare() gets
+};
+struct ExecutableFactory {
+  std::function<std::unique_ptr<Executable>()> make;
+  std::shared_ptr<const LoadRecipe> recipe;  // null: this load can only be made in this process
+  ExecutableFactory() = default;
+  template <class F, class = std::enable_if_t<std::is_invocable_r_v<std::unique_ptr<Executable>, F&>>>
+  ExecutableFactory(F f, std::shared_ptr<const LoadRecipe> r = nullptr) : make(std::move(f)), recipe(std::move(r)) {}
+  std::unique_ptr<Executable> operator()() const { return make(); }
+  explicit operator bool() const { return bool(make); }
+};
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng);
 

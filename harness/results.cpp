@@ -83,6 +83,42 @@ T field(const json& j, const char* name, const std::string& ctx) {
 
 }  // namespace
 
+json to_json(const MeasureConditions& m) {
+  return {{"mode", m.mode},
+          {"clock", m.clock},
+          {"batch", m.batch},
+          {"warmup_s", m.warmup_s},
+          {"warmup_runs", m.warmup_runs},
+          {"noise_target", m.noise_target},
+          {"min_samples", m.min_samples},
+          {"min_time_s", m.min_time_s},
+          {"max_time_s", m.max_time_s},
+          {"max_samples", m.max_samples},
+          {"stop_reason", m.stop_reason},
+          {"discarded_throttled", m.discarded_throttled},
+          {"interleaved", m.interleaved},
+          {"group", m.group}};
+}
+
+MeasureConditions conditions_from_json(const json& m, const std::string& ctx) {
+  MeasureConditions d;
+  d.mode = m.value("mode", "hot");
+  d.clock = m.value("clock", "");
+  d.batch = json_int_or<int>(m, "batch", 1, ctx);
+  d.warmup_s = m.value("warmup_s", 0.0);
+  d.warmup_runs = json_int_or<int>(m, "warmup_runs", 0, ctx);
+  d.noise_target = m.value("noise_target", 0.005);
+  d.min_samples = json_int_or<int>(m, "min_samples", 0, ctx);
+  d.min_time_s = m.value("min_time_s", 0.0);
+  d.max_time_s = m.value("max_time_s", 0.0);
+  d.max_samples = json_int_or<int>(m, "max_samples", 0, ctx);
+  d.stop_reason = m.value("stop_reason", "");
+  d.discarded_throttled = json_int_or<int>(m, "discarded_throttled", 0, ctx);
+  d.interleaved = m.value("interleaved", false);
+  d.group = m.value("group", "");
+  return d;
+}
+
 json to_json(const CaseResult& c) {
   json j;
   j["kernel"] = c.kernel;
@@ -114,21 +150,7 @@ json to_json(const CaseResult& c) {
   j["samples_s"] = c.samples_s;
   if (c.measure_s > 0) j["measure_s"] = c.measure_s;
   if (!c.clocks_mhz.empty()) j["clocks_mhz"] = c.clocks_mhz;
-  const auto& m = c.conditions;
-  j["conditions"] = {{"mode", m.mode},
-                     {"clock", m.clock},
-                     {"batch", m.batch},
-                     {"warmup_s", m.warmup_s},
-                     {"warmup_runs", m.warmup_runs},
-                     {"noise_target", m.noise_target},
-                     {"min_samples", m.min_samples},
-                     {"min_time_s", m.min_time_s},
-                     {"max_time_s", m.max_time_s},
-                     {"max_samples", m.max_samples},
-                     {"stop_reason", m.stop_reason},
-                     {"discarded_throttled", m.discarded_throttled},
-                     {"interleaved", m.interleaved},
-                     {"group", m.group}};
+  j["conditions"] = to_json(c.conditions);
   const auto& s = c.summary;
   j["summary"] = {{"samples", s.samples}, {"median_s", s.median_s}, {"mean_s", s.mean_s},
                   {"stddev_s", s.stddev_s}, {"min_s", s.min_s},       {"max_s", s.max_s},
@@ -185,24 +207,8 @@ CaseResult read_case(const json& j) {
   if (j.contains("samples_s")) c.samples_s = field<std::vector<double>>(j, "samples_s", ctx);
   if (j.contains("measure_s")) c.measure_s = field<double>(j, "measure_s", ctx);
   if (j.contains("clocks_mhz")) c.clocks_mhz = field<std::vector<double>>(j, "clocks_mhz", ctx);
-  if (j.contains("conditions") && j["conditions"].is_object()) {
-    const auto& m = j["conditions"];
-    auto& d = c.conditions;
-    d.mode = m.value("mode", "hot");
-    d.clock = m.value("clock", "");
-    d.batch = json_int_or<int>(m, "batch", 1, ctx + " conditions");
-    d.warmup_s = m.value("warmup_s", 0.0);
-    d.warmup_runs = json_int_or<int>(m, "warmup_runs", 0, ctx + " conditions");
-    d.noise_target = m.value("noise_target", 0.005);
-    d.min_samples = json_int_or<int>(m, "min_samples", 0, ctx + " conditions");
-    d.min_time_s = m.value("min_time_s", 0.0);
-    d.max_time_s = m.value("max_time_s", 0.0);
-    d.max_samples = json_int_or<int>(m, "max_samples", 0, ctx + " conditions");
-    d.stop_reason = m.value("stop_reason", "");
-    d.discarded_throttled = json_int_or<int>(m, "discarded_throttled", 0, ctx + " conditions");
-    d.interleaved = m.value("interleaved", false);
-    d.group = m.value("group", "");
-  }
+  if (j.contains("conditions") && j["conditions"].is_object())
+    c.conditions = conditions_from_json(j["conditions"], ctx + " conditions");
   c.summary = summarize(c.samples_s, c.shape.flops());
   return c;
 }

@@ -95,6 +95,9 @@ struct RunResults {
   nlohmann::json extra;           // command-specific additions (ab pairs, verdicts ...)
 };
 
+nlohmann::json to_json(const MeasureConditions& m);
+// `ctx` names where the object was read (the file, the case) in an InputError.
+MeasureConditions conditions_from_json(const nlohmann::json& m, const std::string& ctx);
 nlohmann::json to_json(const CaseResult& c);
 CaseResult case_from_json(const nlohmann::json& j);  // throws InputError naming the field
 nlohmann::json to_json(const RunResults& r);

@@ -104,11 +104,7 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
     }
     r.status = CaseStatus::ok;
     out.exe = std::move(exe);
-    out.reload = [&be, art, problem, shape = pc.c.shape] {
-      auto fresh = be.load(art);
-      fresh->prepare(shape, problem->A, problem->B);
-      return fresh;
-    };
+    out.reload = fresh_loads(be, art, problem);
   } catch (const Error& e) {
     r.status = CaseStatus::failed;
     r.reason = e.what();
@@ -118,6 +114,20 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
     r.reason = fmt::format("out of memory preparing {} operands", pc.c.shape.str());
   }
   return out;
+}
+
+ExecutableFactory fresh_loads(Backend& be, const Artifact& art, std::shared_ptr<const GemmProblem> problem) {
+  std::shared_ptr<const LoadRecipe> recipe;
+  if (be.name() == "cpu")
+    recipe = std::make_shared<const LoadRecipe>(
+        LoadRecipe{art, problem->shape, {problem, &problem->A}, {problem, &problem->B}});
+  return ExecutableFactory(
+      [&be, art, problem] {
+        auto fresh = be.load(art);
+        fresh->prepare(problem->shape, problem->A, problem->B);
+        return fresh;
+      },
+      recipe);
 }
 
 void record_measurement(CaseResult& r, const Measurement& m) {

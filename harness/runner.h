@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "backends/cache.h"
 #include "core/log.h"
+#include "harness/measure.h"
 #include "harness/reference.h"
 #include "harness/results.h"
 #include "harness/sweep.h"
@@ -20,9 +21,10 @@ struct PreparedCase {
   CaseResult result;                 // static metrics, correctness, status so far
   std::unique_ptr<Executable> exe;   // null unless ready to measure (status ok so far)
   // When ready: a fresh executable of the same artifact with the same inputs (loaded again, new
-  // buffers), for measurements that re-create executables between blocks. Valid while the caches
+  // buffers), for measurements that re-create executables between blocks; on the CPU backend it carries the
+  // recipe a block worker makes the same load from (harness/block_worker.h). Valid while the caches
   // passed to prepare_case live.
-  std::function<std::unique_ptr<Executable>()> reload;
+  ExecutableFactory reload;
   // The correctness check's own run of the kernel, as the backend timed it (first run after prepare:
   // operands just written, nothing warmed). 0 when the case did not get that far.
   double check_run_s = 0;
@@ -40,6 +42,10 @@ CompileRequest compile_request(const PlannedCase& pc);
 // inputs for its shape and checks correctness. Never throws for a case-level failure: the result says
 // failed / skipped / incorrect with the reason.
 PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceCache& refs);
+
+// A factory of fresh loads of `art` prepared on `problem`'s inputs (what PreparedCase::reload is); on the CPU
+// backend it carries the recipe, so blocks of these loads run in a worker process.
+ExecutableFactory fresh_loads(Backend& be, const Artifact& art, std::shared_ptr<const GemmProblem> problem);
 
 // Fills samples, conditions and summary of a prepared case from a measurement.
 void record_measurement(CaseResult& r, const Measurement& m);

@@ -6,7 +6,7 @@
 #   scripts/gpu-check.sh --out DIR [--bundle DIR]      on the GPU machine (default bundle: ./gpu-bundle)
 #
 # The GPU machine is bare: no package registry, no compilers but its CUDA toolkit, no kbisect
-# dependencies. So kbisect travels as a bundle made here (--pack): the stripped kbisect and
+# dependencies. So kbisect travels as a bundle made here (--pack): the stripped kbisect, kbisect-worker and
 # test_backends_cuda (LLVM linked statically by the build) with their run path set to the bundle's lib/,
 # and the few shared libraries they need besides glibc, all xz-compressed. NVRTC, cuBLAS and the driver
 # are never carried: the machine's own CUDA toolkit provides them. The bundle must stay within 40 MiB.
@@ -36,7 +36,7 @@ pack_dir=""
 build_dir="${KBISECT_BUILD_DIR:-$here/build}"
 budget_s="${KBISECT_GPU_CHECK_BUDGET_S:-420}"
 bundle_limit_mib=40
-bundled_bins=(kbisect tests/test_backends_cuda)
+bundled_bins=(kbisect kbisect-worker tests/test_backends_cuda)
 
 in_run=""  # inside the run, the tally line is printed once, after the run
 die() { echo "gpu-check: $*" >&2; [[ -n "$in_run" ]] || echo "gpu-check: 0 passed, 1 failed"; exit 1; }

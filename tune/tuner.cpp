@@ -292,7 +292,6 @@ void confirm_winner(ShapeTune& st, const KernelDecl& k, DType dt, const std::sha
     return;
   }
   PreparedCase& win = lab.prepared[*st.winner];
-  auto make = [&](int side) { return side == 0 ? def.reload() : win.reload(); };
   stats::DecisionConfig dc;
   dc.threshold = o.threshold;
   dc.alpha = o.alpha;
@@ -303,7 +302,8 @@ void confirm_winner(ShapeTune& st, const KernelDecl& k, DType dt, const std::sha
   mc.warmup_s = 0.01;
   const double budget = o.budget_s - st.race.measured_s - st.calibrate_s;
   auto t0 = Clock::now();
-  PairOutcome out = measure_and_decide_blocks(make, mc, dc, std::max(0.25 * o.budget_s, budget), o.confirm_pairs_per_block);
+  PairOutcome out = measure_and_decide_blocks({def.reload, win.reload}, mc, dc, std::max(0.25 * o.budget_s, budget),
+                                             o.confirm_pairs_per_block);
   st.confirm_s = seconds_since(t0);
   st.confirm = out.decision;
   log.line(fmt::format("{}: winner [{}] vs default: {:+.2f}% speed ({})", st.shape.str(), w.params.str(), st.gain_pct(),

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/placement.h"
 #include "backends/elf.h"
@@ -38,6 +40,8 @@ constexpr size_t kOperandSkipPages = 1024;  // up to 4 MiB of address space afte
 constexpr size_t kCodeGapPages = 1 << 18;   // the code lands at a random page of a 1 GiB region
 constexpr size_t kCodeSlotMargin = 2 << 20;  // the slot for the code: its file size and room for alignment
 constexpr size_t kHeapGapPages = 256;       // up to 1 MiB of heap held before the kernel's scratch
+
+std::atomic<bool> skip_crash_probe{false};
 
 // A load's operand array in its own anonymous mapping, starting a random multiple of 64 bytes into it and
 // followed by a random number of unused pages. A new mapping after the previous one was unmapped lands at the
@@ -177,6 +181,7 @@ class CpuExecutable : public Executable {
   // makes every writable page of this process copy-on-write and the next timed rounds would pay the
   // page faults (docs/statistics.md, "What a fresh load must renew").
   void probe() {
+    if (skip_crash_probe) return;
     static std::mutex mu;
     static std::set<std::string> probed;
     const std::string key = art_.binary_path + "|" + art_.cache_key + "|" + art_.entry + "|" + shape_.str();
@@ -315,5 +320,7 @@ std::optional<Placement> placement_of(const Executable& exe) {
 }
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+void cpu_skip_crash_probe(bool skip) { skip_crash_probe = skip; }
 
 }  // namespace kb

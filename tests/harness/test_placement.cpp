@@ -1,8 +1,14 @@
 // Every fresh-load block must land somewhere new: a real CPU kernel loaded block after block in one
 // process gets a new code address for its entry and new operand addresses each time (a dlopen after
 // dlclose, or an mmap after munmap, would otherwise return the same address in every block), and ab's
-// block design records where each block's loads were.
+// block design records where each block's loads were. With the block worker, every block is measured in
+// a process of its own, so everything the process keeps fixed moves too.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,9 +18,11 @@
 #include "backends/cache.h"
 #include "backends/cpu/placement.h"
 #include "backends/toolchain.h"
+#include "core/error.h"
 #include "core/fsutil.h"
 #include "core/rng.h"
 #include "harness/ab.h"
+#include "harness/block_worker.h"
 #include "harness/measure.h"
 
 using namespace kb;
@@ -46,6 +54,21 @@ struct LoadedKernel {
     e->prepare(shape, A, B);
     return e;
   }
+  // The same load, with the recipe a block worker makes it from.
+  ExecutableFactory factory() {
+    const std::shared_ptr<void> none;
+    auto r = std::make_shared<LoadRecipe>(LoadRecipe{art, shape, {none, &A}, {none, &B}});
+    return ExecutableFactory([this] { return load(); }, r);
+  }
+};
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const std::string& n, const char* v) : name(n) {
+    if (v) setenv(n.c_str(), v, 1); else unsetenv(n.c_str());
+  }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
 MeasureConfig quick() {
@@ -108,4 +131,108 @@ TEST(Placement, NonCpuExecutablesHaveNone) {
   } fake;
   EXPECT_FALSE(placement_of(fake).has_value());
   EXPECT_EQ(fake.placement(), "");
+}
+
+TEST(BlockWorker, EveryBlockIsMeasuredInAFreshProcessWithItsOwnPlacement) {
+  LoadedKernel k;
+  ScopedEnv env("KBISECT_BLOCK_WORKER", "on");
+  ASSERT_NE(block_worker_path(), "") << "kbisect-worker is built next to the tests' directory";
+  const std::vector<ExecutableFactory> make = {k.factory(), k.factory()};
+  Rng rng(5);
+  std::set<uintptr_t> entries, stacks;
+  std::set<std::string> workers;
+  const int blocks = 5;
+  for (int b = 0; b < blocks; ++b) {
+    const auto ms = measure_fresh_block(make, quick(), 3, 30, rng);
+    ASSERT_EQ(ms.size(), 2u);
+    std::string worker;
+    for (const auto& m : ms) {
+      ASSERT_EQ(m.samples_s.size(), 3u);
+      for (double s : m.samples_s) EXPECT_GT(s, 0);
+      ASSERT_EQ(m.placements.size(), 1u);
+      const std::string& p = m.placements[0];
+      const auto at = p.find(" worker=");
+      ASSERT_NE(at, std::string::npos) << "measured in this process: " << p;
+      const std::string pid = p.substr(at + 8);
+      EXPECT_NE(pid, std::to_string(getpid()));
+      if (worker.empty()) worker = pid;
+      EXPECT_EQ(pid, worker) << "both sides of a block are measured in one process";
+      EXPECT_TRUE(entries.insert(field(p, "entry")).second) << "block " << b << " reuses a code address: " << p;
+      stacks.insert(field(p, "stack"));
+    }
+    EXPECT_TRUE(workers.insert(worker).second) << "block " << b << " reuses worker " << worker;
+    EXPECT_EQ(ms[0].conditions.mode, "hot");
+    EXPECT_TRUE(ms[0].conditions.interleaved);
+  }
+  EXPECT_EQ(entries.size(), size_t(2 * blocks));
+  EXPECT_EQ(stacks.size(), size_t(blocks));
+}
+
+TEST(BlockWorker, AbWithRecipesMeasuresEveryBlockInAWorker) {
+  LoadedKernel k;
+  ScopedEnv env("KBISECT_BLOCK_WORKER", "on");
+  stats::DecisionConfig d;
+  d.min_n = d.max_n = 3;
+  const PairOutcome po = measure_and_decide_blocks({k.factory(), k.factory()}, quick(), d, 60, 2);
+  ASSERT_EQ(po.block_effects.size(), 3u);
+  for (const auto& m : po.m) {
+    ASSERT_EQ(m.samples_s.size(), 6u);
+    for (const auto& p : m.placements) EXPECT_NE(p.find(" worker="), std::string::npos) << p;
+  }
+}
+
+TEST(BlockWorker, OffByDefaultAndAMissingProgramIsNamed) {
+  LoadedKernel k;
+  const std::vector<ExecutableFactory> make = {k.factory(), k.factory()};
+  Rng rng(7);
+  for (const char* off : {static_cast<const char*>(nullptr), "0", "off"}) {
+    ScopedEnv env("KBISECT_BLOCK_WORKER", off);
+    EXPECT_EQ(block_worker_path(), "");
+    const auto ms = measure_fresh_block(make, quick(), 2, 30, rng);
+    ASSERT_EQ(ms.size(), 2u);
+    EXPECT_EQ(ms[0].placements.at(0).find("worker="), std::string::npos) << ms[0].placements[0];
+  }
+  ScopedEnv env("KBISECT_BLOCK_WORKER", "/nonexistent/kbisect-worker");
+  try {
+    block_worker_path();
+    FAIL() << "a worker path that is not a program was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("KBISECT_BLOCK_WORKER=/nonexistent/kbisect-worker"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BlockWorker, ALoadThatFailsInTheWorkerFailsWithItsMessage) {
+  LoadedKernel k;
+  ScopedEnv env("KBISECT_BLOCK_WORKER", "1");
+  const std::string worker = block_worker_path();
+  ASSERT_NE(worker, "");
+  LoadRecipe bad{k.art, k.shape, {std::shared_ptr<void>(), &k.A}, {std::shared_ptr<void>(), &k.B}};
+  bad.artifact.binary_path = "/nonexistent/kernel.so";
+  const std::vector<ExecutableFactory> make = {
+      k.factory(), ExecutableFactory([&] { return k.load(); }, std::make_shared<LoadRecipe>(bad))};
+  Rng rng(9);
+  try {
+    measure_block_in_worker(worker, make, quick(), 2, 30, rng);
+    FAIL() << "a block whose load fails in the worker returned";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("exit 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("/nonexistent/kernel.so"), std::string::npos) << what;
+  }
+}
+
+TEST(BlockWorker, ABadRequestIsRefusedInOneLine) {
+  for (const std::string& req : {std::string("not json\n"), std::string(""),
+                                 std::string(R"({"rounds":2,"max_time_s":1,"seed":1,"mode":"hot","warmup_s":0,)"
+                                             R"("min_sample_s":0,"loads":[],"arrays":[1000]})"
+                                             "\n\x01\x02")}) {
+    std::istringstream in(req);
+    std::ostringstream out, err;
+    EXPECT_EQ(block_worker_main(in, out, err), 2) << req;
+    EXPECT_EQ(out.str(), "");
+    const std::string e = err.str();
+    EXPECT_EQ(e.rfind("kbisect-worker: bad request: ", 0), 0u) << e;
+    EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+  }
 }
