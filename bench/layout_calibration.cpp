@@ -14,11 +14,12 @@
 //   sd_ratio = between-process standard deviation of the estimates / (mean CI half-width / 1.96)
 //   coverage = share of processes whose CI contains the median of all the estimates.
 // Honest CIs give sd_ratio near 1 (targets: <= 1.3) and coverage near the CI's confidence (>= 0.9).
-// The last line is `layout_calibration: worst_coverage=<x> worst_sd_ratio=<y>`. Run it with
-// KBISECT_BLOCK_WORKER=on to measure every block in a process of its own (harness/block_worker.h).
+// The last line is `layout_calibration: worst_coverage=<x> worst_sd_ratio=<y>`.
 //
-// Usage: layout_calibration [--processes P] [--budget-s S] [--pairs a,b,c,d] [--min-blocks N] [--kbisect PATH]
-//                           [--keep DIR]   (--min-blocks: ab's first look, default ab's own)
+// Usage: layout_calibration [--processes P] [--budget-s S] [--pairs a,b,c,d] [--min-blocks N]
+//                           [--placement process|loads] [--kbisect PATH] [--keep DIR]
+// (--min-blocks and --placement go to every `kbisect ab`; by default ab's own: its first look, and a
+// process per block, harness/block_worker.h)
 // Needs clang++-19 and clang++-16 (scripts/install-deps). It takes about P x 4 x (S + 2) seconds; run it
 // on a quiet machine.
 #include <algorithm>
@@ -60,7 +61,10 @@ int main(int argc, char** argv) {
     else if (a == "--pairs") pairs_arg = next();
     else if (a == "--kbisect") kbisect = next();
     else if (a == "--keep") keep = next();
-    else if (a == "--min-blocks") ab_extra = {"--min-blocks", next()};
+    else if (a == "--min-blocks" || a == "--placement") {
+      ab_extra.push_back(a);
+      ab_extra.push_back(next());
+    }
     else {
       std::cerr << "layout_calibration: unknown argument '" << a << "' (see the comment at the top of "
                 << "bench/layout_calibration.cpp)\n";
@@ -78,8 +82,10 @@ int main(int argc, char** argv) {
   }
   const std::string root = keep.empty() ? temp_dir("kb-layout-calibration") : keep;
   make_dirs(root);
-  std::cout << fmt::format("machine: {}, {} processes per pair, ab budget {} s per process\n", cpu_model(),
-                           processes, budget_s);
+  std::string extra;
+  for (const auto& x : ab_extra) extra += " " + x;
+  std::cout << fmt::format("machine: {}, {} processes per pair, ab budget {} s per process{}\n", cpu_model(),
+                           processes, budget_s, extra.empty() ? "" : ", ab" + extra);
   double worst_cov = 1, worst_ratio = 0;
   for (const auto& p : all_pairs()) {
     if (pairs_arg.find(p.id) == std::string::npos) continue;

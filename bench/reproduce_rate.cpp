@@ -9,7 +9,8 @@
 // median of the reproduce effects. When it is at least twice the threshold, a `not-reproduced` is a wrong
 // verdict; the target is at least 19 reproduced of 20. The last line is
 //   reproduce_rate: reproduced=<k>/<P> pooled_effect=<x>% not_reproduced=<m>
-// Usage: reproduce_rate [--processes P] [--threshold PCT] [--kbisect PATH] [--keep DIR] (default threshold 2,
+// Usage: reproduce_rate [--processes P] [--threshold PCT] [--placement loads|process] [--kbisect PATH] [--keep DIR]
+// (--placement: the bisection's measure.placement, default the bisector's own; default threshold 2,
 // as measured on a Zen 3 VM where the change read +2% to +11%; a CPU where -O2 costs less needs a lower threshold for
 // the check to mean anything). It takes about P x 4 s; run it on a quiet machine.
 #include <algorithm>
@@ -72,13 +73,14 @@ void make_repo(const std::string& repo) {
 int main(int argc, char** argv) {
   int processes = 20;
   double threshold = 2;
-  std::string kbisect, keep;
+  std::string kbisect, keep, placement;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--processes" && i + 1 < argc) processes = std::max(3, std::atoi(argv[++i]));
     else if (a == "--kbisect" && i + 1 < argc) kbisect = argv[++i];
     else if (a == "--threshold" && i + 1 < argc) threshold = std::atof(argv[++i]);
     else if (a == "--keep" && i + 1 < argc) keep = argv[++i];  // the repository and every run's workdir
+    else if (a == "--placement" && i + 1 < argc) placement = argv[++i];
     else {
       std::cerr << "reproduce_rate: unknown argument '" << a << "' (see bench/reproduce_rate.cpp)\n";
       return 2;
@@ -94,10 +96,13 @@ int main(int argc, char** argv) {
                                   "provider: {{in_tree: kernel-compiler.yaml}}\n"
                                   "benchmarks:\n  - kernel: matmul_tiled\n    backend: cpu\n"
                                   "    params: {{MR: 6, NR: 16}}\n    dtypes: [f32]\n    shapes: [[256, 256, 256]]\n"
-                                  "metric: time\nthreshold: {}%\nbudgets: {{max_builds: 2}}\n",
-                                  repo, kCommits - 1, threshold));
-    std::cout << fmt::format("machine: {}; {} commits, -O3 -> -O2 at commit {}, threshold {}%, {} processes\n",
-                             bench::cpu_model(), kCommits, kSwitch, threshold, processes);
+                                  "metric: time\nthreshold: {}%\nbudgets: {{max_builds: 2}}\n{}",
+                                  repo, kCommits - 1, threshold,
+                                  placement.empty() ? "" : fmt::format("measure: {{placement: {}}}\n", placement)));
+    std::cout << fmt::format("machine: {}; {} commits, -O3 -> -O2 at commit {}, threshold {}%, {} processes, "
+                             "placement {}\n",
+                             bench::cpu_model(), kCommits, kSwitch, threshold, processes,
+                             placement.empty() ? "(the bisector's default)" : placement);
     std::vector<double> effects;
     int reproduced = 0, not_reproduced = 0;
     for (int k = 0; k < processes; ++k) {

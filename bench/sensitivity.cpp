@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
     bcfg.max_n = defaults.max_blocks;
     MeasureConfig mcfg;
     mcfg.warmup_s = 0.1;
+    mcfg.placement = defaults.placement;
     std::cerr << fmt::format("method: {}\n", one_load ? "one load per side, looks on pairs"
                                                       : fmt::format("blocks of {} pairs, fresh loads per block",
                                                                     defaults.pairs_per_block));
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
           auto eb = load_prepared(be, art_b, pb);
           po = measure_and_decide(*ea, *eb, mcfg, dcfg, budget_s);
         } else {
-          // As `kbisect ab` measures (a worker process per block when KBISECT_BLOCK_WORKER says so).
+          // As `kbisect ab` measures (its placement: a worker process per block by default).
           po = measure_and_decide_blocks({fresh_loads(be, art_a, base_problem), fresh_loads(be, art_b, pb_ptr)}, mcfg,
                                          bcfg, budget_s, defaults.pairs_per_block);
         }

@@ -259,8 +259,8 @@ void read_budgets(const Ctx& cx, const YAML::Node& b, Budgets& out) {
 
 void read_measure(const Ctx& cx, const YAML::Node& m, MeasureSettings& s) {
   if (!m.IsMap()) cx.fail(m, "'measure' must be a mapping");
-  check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "block_rounds", "alpha", "max_step_s",
-                                    "seed"});
+  check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "block_rounds", "placement", "alpha",
+                                    "max_step_s", "seed"});
   if (m["mode"]) {
     s.mode = str(cx, m["mode"], "measure.mode");
     if (*s.mode != "hot" && *s.mode != "cold") cx.fail(m["mode"], fmt::format("'measure.mode' = '{}' must be hot or cold", *s.mode));
@@ -275,6 +275,11 @@ void read_measure(const Ctx& cx, const YAML::Node& m, MeasureSettings& s) {
       cx.fail(m["block_rounds"], fmt::format("'measure.block_rounds' = '{}' must be 0 (one load) or an integer in 2..4096",
                                              m["block_rounds"].Scalar()));
     s.block_rounds = int(b);
+  }
+  if (m["placement"]) {
+    s.placement = str(cx, m["placement"], "measure.placement");
+    if (s.placement != "loads" && s.placement != "process")
+      cx.fail(m["placement"], fmt::format("'measure.placement' = '{}' must be loads or process", s.placement));
   }
   if (m["alpha"]) {
     s.alpha = num(cx, m["alpha"], "measure.alpha");

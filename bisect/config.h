@@ -24,7 +24,7 @@
 //   several_culprits: true   # search both sides of an intermediate level (default true)
 //   report_improvements: false  # also find commits that make the metric better (default false)
 //   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, block_rounds: 4,
-//             alpha: 0.05, max_step_s: 60, seed: 1}
+//             placement: loads, alpha: 0.05, max_step_s: 60, seed: 1}
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -81,6 +81,10 @@ struct MeasureSettings {
   // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
   // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement)
   int block_rounds = 4;
+  // Where each block is measured (MeasureConfig::placement): "loads" (this process, the loads re-placed) or
+  // "process" (a kbisect-worker per block of CPU loads). "loads" by default: with blocks of 4 rounds a process
+  // per block costs more than it measures (docs/statistics.md, "A process per block").
+  std::string placement = "loads";
   double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
   double max_step_s = 120; // wall time cap for one measured step
 };

@@ -94,6 +94,7 @@ MeasureConfig timed_config(const BisectConfig& cfg, MeasureConfig mc) {
   if (cfg.measure.mode) mc.mode = *cfg.measure.mode;
   if (cfg.measure.warmup_s) mc.warmup_s = *cfg.measure.warmup_s;
   if (cfg.measure.min_sample_s) mc.min_sample_s = *cfg.measure.min_sample_s;
+  mc.placement = cfg.measure.placement;
   mc.min_time_s = 0;
   mc.noise = -1;
   return mc;

@@ -32,6 +32,7 @@ struct Args {
   std::string filter;
   std::string format = "table";
   uint64_t seed = 1;
+  std::string placement = "process";
 };
 
 // The flags are checked here so that messages name them; the library checks the same values by field name.
@@ -41,6 +42,8 @@ void check_flags(const AbOptions& o) {
   if (!(o.budget_s > 0)) throw InputError(fmt::format("--budget-s {} must be positive", o.budget_s));
   if (o.pairs_per_block == 1 || o.pairs_per_block < 0)
     throw InputError(fmt::format("--block-pairs {} must be 0 (one load) or at least 2", o.pairs_per_block));
+  if (o.placement != "loads" && o.placement != "process")
+    throw InputError(fmt::format("--placement '{}' must be process or loads", o.placement));
 }
 
 int run(const Args& a) {
@@ -60,6 +63,7 @@ int run(const Args& a) {
   o.out_dir = a.out;
   o.filter = a.filter;
   o.seed = a.seed;
+  o.placement = a.placement;
   o.log = &progress_log();
   if (a.format != "table" && a.format != "md" && a.format != "json")
     throw InputError(fmt::format("--format: unknown format '{}' (table, md, json)", a.format));
@@ -101,6 +105,10 @@ Registrar reg("ab",
                 app->add_option("-o,--out", a->out, "directory for ab.json (raw paired samples) and ab.md");
                 app->add_option("--filter", a->filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
                 app->add_option("--format", a->format, "stdout format: table, md, json")->capture_default_str();
+                app->add_option("--placement", a->placement,
+                                "where each block of CPU loads is measured: process (a new kbisect-worker per "
+                                "block, ASLR re-draws everything) or loads (this process, the loads re-placed)")
+                    ->capture_default_str();
                 app->add_option("--seed", a->seed, "seed of the interleaving order")->capture_default_str();
                 return [a] { return run(*a); };
               });

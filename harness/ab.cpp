@@ -148,6 +148,7 @@ void check_ab_options(const AbOptions& o) {
     throw InputError(fmt::format("pairs_per_block {} must be 0 (one load) or at least 2", o.pairs_per_block));
   if (o.pairs_per_block > 0 && (o.min_blocks < 2 || o.max_blocks < o.min_blocks))
     throw InputError(fmt::format("blocks: need 2 <= min ({}) <= max ({})", o.min_blocks, o.max_blocks));
+  check_placement(o.placement, "placement");
 }
 
 Sweep load_side(const AbOptions& o, const std::string& toolchain) {
@@ -193,10 +194,11 @@ struct AbSession {
     cmp.method =
         o.pairs_per_block > 0
             ? fmt::format(
-                  "interleaved in blocks of {} pairs, both sides loaded afresh per block; Hodges-Lehmann of the block "
-                  "medians of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} blocks, alpha {}/{} per look; "
-                  "budget {} s per case",
-                  o.pairs_per_block, o.min_blocks, o.max_blocks, o.alpha, bcfg.looks(), o.budget_s)
+                  "interleaved in blocks of {} pairs, both sides loaded afresh per block{}; Hodges-Lehmann of the "
+                  "block medians of log(B/A) with signed-rank CI, Wilcoxon p; looks at {}..{} blocks, alpha {}/{} per "
+                  "look; budget {} s per case",
+                  o.pairs_per_block, o.placement == "process" ? " (CPU: in a new process per block)" : "",
+                  o.min_blocks, o.max_blocks, o.alpha, bcfg.looks(), o.budget_s)
             : fmt::format(
                   "paired, interleaved, one load per side: Hodges-Lehmann of log(B/A) with signed-rank CI, Wilcoxon p; "
                   "looks at {}..{} pairs, alpha {}/{} per look; budget {} s per case",
@@ -215,6 +217,7 @@ struct AbSession {
                  {"threshold", o.threshold},
                  {"alpha", o.alpha},
                  {"budget_s", o.budget_s},
+                 {"placement", o.placement},
                  {"pairs", pairs_json},
                  {"comparison", comparison_to_json(run.comparison)}};
     if (!run.results_path.empty()) save_results(res, run.results_path);
@@ -280,6 +283,7 @@ struct AbSession {
     log.line(fmt::format("ab case {}/{} {}: measuring (budget {} s)", index, total, cc.key, o.budget_s));
     MeasureConfig mc = pa.measure;
     mc.seed = o.seed + uint64_t(index);
+    mc.placement = o.placement;
     PairOutcome po;
     try {
       po = measure_pair(ca, cb, mc);

@@ -66,6 +66,9 @@ struct AbOptions {
   int max_blocks = 160;      // last planned look (block design)
   int min_pairs = 16;        // first look (pairs_per_block = 0)
   int max_pairs = 2048;      // last planned look (pairs_per_block = 0)
+  // Where each block is measured (MeasureConfig::placement): "process", a worker process per block of CPU
+  // loads, is the only one whose CIs held across processes on bench/layout_calibration (docs/statistics.md).
+  std::string placement = "process";
   std::string out_dir;       // results written here (atomic) when not empty
   std::string filter;        // regex on case ids
   uint64_t seed = 1;

@@ -91,19 +91,18 @@ std::string make_request(const std::vector<ExecutableFactory>& make, const Measu
 }  // namespace
 
 std::string block_worker_path() {
-  const char* e = getenv("KBISECT_BLOCK_WORKER");
-  const std::string v = e ? e : "";
-  if (v.empty() || v == "0" || v == "off") return "";
-  if (v != "1" && v != "on") {
-    if (!executable_file(v)) throw InputError(fmt::format("KBISECT_BLOCK_WORKER={}: not an executable file", v));
-    return v;
+  if (const char* e = getenv("KBISECT_BLOCK_WORKER"); e && *e) {
+    if (!executable_file(e)) throw InputError(fmt::format("KBISECT_BLOCK_WORKER={}: not an executable file", e));
+    return e;
   }
   const std::string self = executable_path();
-  if (self.empty()) return "";
   const fs::path dir = fs::path(self).parent_path();
-  for (const fs::path& p : {dir / kWorkerName, dir.parent_path() / kWorkerName})
-    if (executable_file(p)) return p.string();
-  throw InputError(fmt::format("KBISECT_BLOCK_WORKER={}: no {} next to {}", v, kWorkerName, self));
+  if (!self.empty())
+    for (const fs::path& p : {dir / kWorkerName, dir.parent_path() / kWorkerName})
+      if (executable_file(p)) return p.string();
+  throw InputError(fmt::format("placement 'process': no {} next to {} (build it, set KBISECT_BLOCK_WORKER to "
+                               "its path, or measure with placement 'loads')",
+                               kWorkerName, self.empty() ? "this program" : self));
 }
 
 std::vector<Measurement> measure_block_in_worker(const std::string& worker, const std::vector<ExecutableFactory>& make,

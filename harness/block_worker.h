@@ -18,10 +18,9 @@
 
 namespace kb {
 
-// The worker program, from $KBISECT_BLOCK_WORKER: unset, "", "0" or "off": none ("", blocks stay in this
-// process; the default, see docs/statistics.md for why); "1" or "on": kbisect-worker next to this program or
-// one directory up (build/tests, build/bench find the build's); anything else: the path of the program.
-// Throws InputError naming the variable when the program is not there.
+// The worker program: $KBISECT_BLOCK_WORKER when set (its path), else kbisect-worker next to this program
+// or one directory up (build/tests and build/bench find the build's). Throws InputError naming what is
+// missing: the variable's program, or the worker next to this one.
 std::string block_worker_path();
 
 // Runs measure_fresh_block(make, cfg, rounds, max_time_s, rng) in a new process of `worker`; every factory

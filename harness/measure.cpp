@@ -49,14 +49,18 @@ uintptr_t on_moved_stack(F&& f) {
 
 }  // namespace
 
+void check_placement(const std::string& value, const std::string& name) {
+  if (value != "loads" && value != "process")
+    throw InputError(fmt::format("{} '{}' must be loads or process", name, value));
+}
+
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng) {
+  check_placement(cfg.placement, "placement");
   const bool recipes =
       !make.empty() && std::all_of(make.begin(), make.end(), [](const auto& f) { return bool(f.recipe); });
-  if (recipes) {
-    if (const std::string worker = block_worker_path(); !worker.empty())
-      return measure_block_in_worker(worker, make, cfg, rounds, max_time_s, rng);
-  }
+  if (recipes && cfg.placement == "process")
+    return measure_block_in_worker(block_worker_path(), make, cfg, rounds, max_time_s, rng);
   std::vector<size_t> order(make.size());
   std::iota(order.begin(), order.end(), 0);
   rng.shuffle(order);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct MeasureConfig {
   double max_time_s = 3.0;    // wall time cap for the whole measurement
   double noise = 0.005;       // stop when every executable's ci_rel <= noise
   uint64_t seed = 1;          // shuffling of interleaved blocks
+  // Fresh-load blocks (measure_fresh_block): where each block is measured. "loads": in this process, every
+  // load re-placed; "process": every block of CPU loads in a new kbisect-worker process (harness/block_worker.h),
+  // which also re-draws what this process keeps fixed. Loads without a recipe (the GPU backends') stay here.
+  std::string placement = "loads";
 };
 
 struct Measurement {
@@ -52,10 +57,10 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
 // dropped). The executables are gone on return, so the next block's loads are fresh; each measurement holds
 // its load's placement (one entry).
 //
-// When every factory carries a LoadRecipe and the block worker is on (KBISECT_BLOCK_WORKER, see
-// block_worker_path()), the block runs in a fresh worker process instead (harness/block_worker.h): exec re-draws, by ASLR, everything this
-// process keeps fixed between blocks (its own code, the shared libraries, the heap's start, the stack's
-// start), and inside the worker the loads draw their placement as they do here.
+// With cfg.placement "process" and a LoadRecipe on every factory, the block runs in a fresh worker process
+// instead (harness/block_worker.h): exec re-draws, by ASLR, everything this process keeps fixed between
+// blocks (its own code, the shared libraries, the heap's start, the stack's start), and inside the worker
+// the loads draw their placement as they do here. Throws InputError for another placement value.
 struct LoadRecipe {
   Artifact artifact;
   Shape shape;
@@ -72,5 +77,7 @@ struct ExecutableFactory {
 };
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng);
+// Throws InputError naming `name` unless `value` is a placement ("loads" or "process").
+void check_placement(const std::string& value, const std::string& name);
 
 }  // namespace kb

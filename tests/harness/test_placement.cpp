@@ -71,9 +71,10 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name.c_str()); }
 };
 
-MeasureConfig quick() {
+MeasureConfig quick(const std::string& placement = "loads") {
   MeasureConfig m;
   m.warmup_s = 0;
+  m.placement = placement;
   return m;
 }
 
@@ -135,7 +136,7 @@ TEST(Placement, NonCpuExecutablesHaveNone) {
 
 TEST(BlockWorker, EveryBlockIsMeasuredInAFreshProcessWithItsOwnPlacement) {
   LoadedKernel k;
-  ScopedEnv env("KBISECT_BLOCK_WORKER", "on");
+  ScopedEnv env("KBISECT_BLOCK_WORKER", nullptr);
   ASSERT_NE(block_worker_path(), "") << "kbisect-worker is built next to the tests' directory";
   const std::vector<ExecutableFactory> make = {k.factory(), k.factory()};
   Rng rng(5);
@@ -143,7 +144,7 @@ TEST(BlockWorker, EveryBlockIsMeasuredInAFreshProcessWithItsOwnPlacement) {
   std::set<std::string> workers;
   const int blocks = 5;
   for (int b = 0; b < blocks; ++b) {
-    const auto ms = measure_fresh_block(make, quick(), 3, 30, rng);
+    const auto ms = measure_fresh_block(make, quick("process"), 3, 30, rng);
     ASSERT_EQ(ms.size(), 2u);
     std::string worker;
     for (const auto& m : ms) {
@@ -170,10 +171,9 @@ TEST(BlockWorker, EveryBlockIsMeasuredInAFreshProcessWithItsOwnPlacement) {
 
 TEST(BlockWorker, AbWithRecipesMeasuresEveryBlockInAWorker) {
   LoadedKernel k;
-  ScopedEnv env("KBISECT_BLOCK_WORKER", "on");
   stats::DecisionConfig d;
   d.min_n = d.max_n = 3;
-  const PairOutcome po = measure_and_decide_blocks({k.factory(), k.factory()}, quick(), d, 60, 2);
+  const PairOutcome po = measure_and_decide_blocks({k.factory(), k.factory()}, quick("process"), d, 60, 2);
   ASSERT_EQ(po.block_effects.size(), 3u);
   for (const auto& m : po.m) {
     ASSERT_EQ(m.samples_s.size(), 6u);
@@ -181,20 +181,28 @@ TEST(BlockWorker, AbWithRecipesMeasuresEveryBlockInAWorker) {
   }
 }
 
-TEST(BlockWorker, OffByDefaultAndAMissingProgramIsNamed) {
+TEST(BlockWorker, LoadsPlacementStaysInThisProcessAndBadSettingsAreNamed) {
   LoadedKernel k;
   const std::vector<ExecutableFactory> make = {k.factory(), k.factory()};
   Rng rng(7);
-  for (const char* off : {static_cast<const char*>(nullptr), "0", "off"}) {
-    ScopedEnv env("KBISECT_BLOCK_WORKER", off);
-    EXPECT_EQ(block_worker_path(), "");
-    const auto ms = measure_fresh_block(make, quick(), 2, 30, rng);
-    ASSERT_EQ(ms.size(), 2u);
-    EXPECT_EQ(ms[0].placements.at(0).find("worker="), std::string::npos) << ms[0].placements[0];
+  EXPECT_EQ(MeasureConfig().placement, "loads") << "the library's default; ab and bisect choose their own";
+  const auto ms = measure_fresh_block(make, quick("loads"), 2, 30, rng);
+  ASSERT_EQ(ms.size(), 2u);
+  EXPECT_EQ(ms[0].placements.at(0).find("worker="), std::string::npos) << ms[0].placements[0];
+  // Loads without a recipe (the GPU backends') cannot go to a worker: measured here under "process" too.
+  const ExecutableFactory plain([&] { return k.load(); });
+  const auto here = measure_fresh_block({plain, plain}, quick("process"), 2, 30, rng);
+  ASSERT_EQ(here.size(), 2u);
+  EXPECT_EQ(here[0].placements.at(0).find("worker="), std::string::npos) << here[0].placements[0];
+  try {
+    measure_fresh_block(make, quick("elsewhere"), 2, 30, rng);
+    FAIL() << "an unknown placement was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("placement 'elsewhere'"), std::string::npos) << e.what();
   }
   ScopedEnv env("KBISECT_BLOCK_WORKER", "/nonexistent/kbisect-worker");
   try {
-    block_worker_path();
+    measure_fresh_block(make, quick("process"), 2, 30, rng);
     FAIL() << "a worker path that is not a program was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("KBISECT_BLOCK_WORKER=/nonexistent/kbisect-worker"), std::string::npos)
@@ -204,7 +212,6 @@ TEST(BlockWorker, OffByDefaultAndAMissingProgramIsNamed) {
 
 TEST(BlockWorker, ALoadThatFailsInTheWorkerFailsWithItsMessage) {
   LoadedKernel k;
-  ScopedEnv env("KBISECT_BLOCK_WORKER", "1");
   const std::string worker = block_worker_path();
   ASSERT_NE(worker, "");
   LoadRecipe bad{k.art, k.shape, {std::shared_ptr<void>(), &k.A}, {std::shared_ptr<void>(), &k.B}};

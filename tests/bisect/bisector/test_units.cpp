@@ -100,6 +100,11 @@ TEST(Config, ErrorsNameFileLineAndField) {
   expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {block_rounds: 1, "),
                "'measure.block_rounds' = '1' must be 0 (one load) or an integer in 2..4096");
   EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.block_rounds, 4);  // the default
+  expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {placement: elsewhere, "),
+               "'measure.placement' = 'elsewhere' must be loads or process");
+  EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.placement, "loads");  // the default
+  const std::string proc = std::string(base).replace(base.find("measure: {"), 10, "measure: {placement: process, ");
+  EXPECT_EQ(load_bisect_config(write_tmp(r, proc, "c.yaml")).measure.placement, "process");
   expect_error(std::string(base).replace(base.find("metric: time"), 12, "metric: speed"), "metric 'speed'");
   expect_error(std::string(base).replace(base.find("threshold: 0.5%"), 15, "threshold: lots"), "threshold");
   expect_error(std::string(base).replace(base.find("{in_tree: tc.yaml}"), 18, "{build: {command: make}}"),
