@@ -42,8 +42,7 @@ void check_flags(const AbOptions& o) {
   if (!(o.budget_s > 0)) throw InputError(fmt::format("--budget-s {} must be positive", o.budget_s));
   if (o.pairs_per_block == 1 || o.pairs_per_block < 0)
     throw InputError(fmt::format("--block-pairs {} must be 0 (one load) or at least 2", o.pairs_per_block));
-  if (o.placement != "loads" && o.placement != "process")
-    throw InputError(fmt::format("--placement '{}' must be process or loads", o.placement));
+  check_placement(o.placement, "--placement");
 }
 
 int run(const Args& a) {
