@@ -81,9 +81,14 @@ struct MeasureSettings {
   // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
   // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement)
   int block_rounds = 4;
+  // The default with placement "process": a worker's start and cold warmup cost about as much as 30 rounds of a
+  // sub-millisecond kernel, and 4-round blocks in a new process read noisy and biased toward 0
+  // (docs/statistics.md, "A process per block").
+  static constexpr int kProcessBlockRounds = 32;
   // Where each block is measured (MeasureConfig::placement): "loads" (this process, the loads re-placed) or
-  // "process" (a kbisect-worker per block of CPU loads). "loads" by default: with blocks of 4 rounds a process
-  // per block costs more than it measures (docs/statistics.md, "A process per block").
+  // "process" (a kbisect-worker per block of CPU loads, blocks of kProcessBlockRounds unless block_rounds is
+  // set). "loads" by default: a bisection with a worker per block takes about twice the wall time
+  // (docs/statistics.md, "A process per block").
   std::string placement = "loads";
   double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
   double max_step_s = 120; // wall time cap for one measured step

@@ -104,7 +104,12 @@ TEST(Config, ErrorsNameFileLineAndField) {
                "'measure.placement' = 'elsewhere' must be loads or process");
   EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.placement, "loads");  // the default
   const std::string proc = std::string(base).replace(base.find("measure: {"), 10, "measure: {placement: process, ");
-  EXPECT_EQ(load_bisect_config(write_tmp(r, proc, "c.yaml")).measure.placement, "process");
+  const auto pc = load_bisect_config(write_tmp(r, proc, "c.yaml"));
+  EXPECT_EQ(pc.measure.placement, "process");
+  EXPECT_EQ(pc.measure.block_rounds, MeasureSettings::kProcessBlockRounds);  // longer blocks in a worker
+  const std::string proc8 = std::string(base).replace(base.find("measure: {"), 10,
+                                                      "measure: {placement: process, block_rounds: 8, ");
+  EXPECT_EQ(load_bisect_config(write_tmp(r, proc8, "c.yaml")).measure.block_rounds, 8);  // an explicit value wins
   expect_error(std::string(base).replace(base.find("metric: time"), 12, "metric: speed"), "metric 'speed'");
   expect_error(std::string(base).replace(base.find("threshold: 0.5%"), 15, "threshold: lots"), "threshold");
   expect_error(std::string(base).replace(base.find("{in_tree: tc.yaml}"), 18, "{build: {command: make}}"),
