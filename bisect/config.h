@@ -81,9 +81,9 @@ struct MeasureSettings {
   // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
   // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement)
   int block_rounds = 4;
-  // The default with placement "process": a worker's start and cold warmup cost about as much as 30 rounds of a
-  // sub-millisecond kernel, and 4-round blocks in a new process read noisy and biased toward 0
-  // (docs/statistics.md, "A process per block").
+  // The default with placement "process": a 4-round block in a new process cost 57 ms against 22 ms in one
+  // process, read 3x the sd per block and was biased toward 0; blocks of 32 rounds reproduced 18 of 20 against
+  // 1 of 5 (docs/statistics.md, "Longer blocks in a worker").
   static constexpr int kProcessBlockRounds = 32;
   // Where each block is measured (MeasureConfig::placement): "loads" (this process, the loads re-placed) or
   // "process" (a kbisect-worker per block of CPU loads, blocks of kProcessBlockRounds unless block_rounds is
