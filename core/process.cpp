@@ -72,6 +72,24 @@ std::string argv_to_display(const std::vector<std::string>& argv) {
 
 namespace {
 
+// write(2) that answers EPIPE instead of raising SIGPIPE (which would end this program) when the child has
+// closed its stdin, e.g. by exiting before it read everything it was sent.
+ssize_t write_no_sigpipe(int fd, const char* data, size_t n) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  const ssize_t w = write(fd, data, n);
+  const int saved = errno;
+  if (w < 0 && errno == EPIPE) {
+    const timespec zero{0, 0};
+    sigtimedwait(&pipe_only, nullptr, &zero);  // the SIGPIPE this write raised, pending while blocked
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = saved;
+  return w;
+}
+
 void append_capped(std::string& buf, const char* data, size_t n, size_t cap) {
   buf.append(data, n);
   if (buf.size() > cap + cap / 2) buf.erase(0, buf.size() - cap);
@@ -188,7 +206,7 @@ void pump_pipes(pid_t pid, const RunOptions& opts, Clock::time_point t0, Pipe& i
     drain(idx_err, err, res.err);
     if (idx_in >= 0 && (fds[idx_in].revents & (POLLOUT | POLLERR | POLLHUP))) {
       const std::string& data = *opts.stdin_data;
-      ssize_t w = write(in.fd[1], data.data() + in_off, data.size() - in_off);
+      ssize_t w = write_no_sigpipe(in.fd[1], data.data() + in_off, data.size() - in_off);
       if (w > 0) in_off += size_t(w);
       if (w < 0 && errno != EAGAIN && errno != EINTR) in.close_end(1);
       if (in_off >= data.size()) in.close_end(1);
@@ -215,11 +233,34 @@ int wait_child(pid_t pid, const RunOptions& opts, Clock::time_point t0, RunResul
 
 }  // namespace
 
-RunResult run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
+namespace {
+
+// After the pipes closed: waits for the exit (the timeout still counting from t0), ends what is left of the
+// child's process group and fills the status.
+RunResult finish_child(pid_t pid, const RunOptions& opts, Clock::time_point t0, RunResult& res, bool& killed) {
+  const int status = wait_child(pid, opts, t0, res, killed);
+  // Grandchildren left in the group (e.g. a build's daemons) are ended too.
+  kill(-pid, SIGKILL);
+  res.wall_s = seconds_since(t0);
+  if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) {
+    res.signal = WTERMSIG(status);
+    if (res.timed_out && res.signal == SIGKILL) res.signal = 0;
+  }
+  return res;
+}
+
+std::string program_path(const std::vector<std::string>& argv) {
   if (argv.empty()) throw InputError("run_process: empty argv");
   std::string exe = which(argv[0]);
   if (exe.empty()) throw EnvError(fmt::format("program not found: {}", argv[0]));
+  return exe;
+}
 
+}  // namespace
+
+RunResult run_process(const std::vector<std::string>& argv, const RunOptions& opts) {
+  const std::string exe = program_path(argv);
   Pipe out, err, in;
   const auto t0 = Clock::now();
   const pid_t pid = spawn_child(exe, argv, opts, in, out, err);
@@ -232,16 +273,104 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
   RunResult res;
   bool killed = false;
   pump_pipes(pid, opts, t0, in, out, err, res, killed);
-  const int status = wait_child(pid, opts, t0, res, killed);
-  // Grandchildren left in the group (e.g. a build's daemons) are ended too.
-  kill(-pid, SIGKILL);
-  res.wall_s = seconds_since(t0);
-  if (WIFEXITED(status)) res.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) {
-    res.signal = WTERMSIG(status);
-    if (res.timed_out && res.signal == SIGKILL) res.signal = 0;
-  }
-  if (out.fd[0] >= 0) out.close_end(0);
-  return res;
+  return finish_child(pid, opts, t0, res, killed);
 }
+
+struct StartedProcess::Impl {
+  Pipe in, out, err;
+  pid_t pid = -1;
+  RunOptions opts;
+  bool finished = false;
+  std::string out_read;  // stdout read by read_line past the line it returned
+};
+
+StartedProcess::StartedProcess(const std::vector<std::string>& argv, const RunOptions& opts)
+    : impl_(std::make_unique<Impl>()) {
+  const std::string exe = program_path(argv);
+  Impl& p = *impl_;
+  p.opts = opts;
+  p.opts.stdin_data = std::string();  // stdin is the pipe write() feeds
+  p.pid = spawn_child(exe, argv, p.opts, p.in, p.out, p.err);
+  p.out.close_end(1);
+  p.err.close_end(1);
+  p.in.close_end(0);
+  fcntl(p.in.fd[1], F_SETFL, O_NONBLOCK);
+}
+
+StartedProcess::~StartedProcess() {
+  Impl& p = *impl_;
+  if (p.finished || p.pid < 0) return;
+  // Not finished: its stdin closes, which a waiting child reads as the end; one that does not leave within
+  // a few seconds is killed.
+  p.in.close_end(1);
+  p.out.close_both();
+  p.err.close_both();
+  const auto t0 = Clock::now();
+  int status = 0;
+  while (waitpid(p.pid, &status, WNOHANG) == 0) {
+    if (seconds_since(t0) > 5) {
+      kill(-p.pid, SIGKILL);
+      waitpid(p.pid, &status, 0);
+      break;
+    }
+    usleep(500);
+  }
+  kill(-p.pid, SIGKILL);
+}
+
+bool StartedProcess::write(const std::string& data, double timeout_s) {
+  Impl& p = *impl_;
+  if (p.in.fd[1] < 0) return false;
+  const auto t0 = Clock::now();
+  size_t off = 0;
+  while (off < data.size()) {
+    const double left = timeout_s - seconds_since(t0);
+    if (left <= 0) return false;
+    pollfd fd{p.in.fd[1], POLLOUT, 0};
+    const int pr = poll(&fd, 1, std::min(200, int(left * 1000) + 1));
+    if (pr < 0 && errno != EINTR) return false;
+    if (pr <= 0) continue;
+    const ssize_t w = write_no_sigpipe(p.in.fd[1], data.data() + off, data.size() - off);
+    if (w > 0) off += size_t(w);
+    else if (w < 0 && errno != EAGAIN && errno != EINTR) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> StartedProcess::read_line(double timeout_s) {
+  Impl& p = *impl_;
+  const auto t0 = Clock::now();
+  char buf[4096];
+  for (;;) {
+    if (const auto nl = p.out_read.find('\n'); nl != std::string::npos) {
+      std::string line = p.out_read.substr(0, nl);
+      p.out_read.erase(0, nl + 1);
+      return line;
+    }
+    const double left = timeout_s - seconds_since(t0);
+    if (p.out.fd[0] < 0 || left <= 0) return std::nullopt;
+    pollfd fd{p.out.fd[0], POLLIN, 0};
+    const int pr = poll(&fd, 1, std::min(200, int(left * 1000) + 1));
+    if (pr < 0 && errno != EINTR) return std::nullopt;
+    if (pr <= 0) continue;
+    const ssize_t r = read(p.out.fd[0], buf, sizeof buf);
+    if (r > 0) p.out_read.append(buf, size_t(r));
+    else if (r == 0 || (errno != EINTR && errno != EAGAIN)) return std::nullopt;
+  }
+}
+
+RunResult StartedProcess::finish() {
+  Impl& p = *impl_;
+  if (p.finished) throw Error("internal: StartedProcess::finish called twice");
+  p.finished = true;
+  p.in.close_end(1);
+  p.opts.stdin_data.reset();
+  const auto t0 = Clock::now();
+  RunResult res;
+  res.out = std::move(p.out_read);
+  bool killed = false;
+  pump_pipes(p.pid, p.opts, t0, p.in, p.out, p.err, res, killed);
+  return finish_child(p.pid, p.opts, t0, res, killed);
+}
+
 }  // namespace kb
