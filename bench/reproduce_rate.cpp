@@ -9,7 +9,8 @@
 // median of the reproduce effects. When it is at least twice the threshold, a `not-reproduced` is a wrong
 // verdict; the target is at least 19 reproduced of 20. The last line is
 //   reproduce_rate: reproduced=<k>/<P> pooled_effect=<x>% not_reproduced=<m>
-// Usage: reproduce_rate [--processes P] [--threshold PCT] [--placement loads|process] [--kbisect PATH] [--keep DIR]
+// Usage: reproduce_rate [--processes P] [--threshold PCT] [--placement loads|process] [--block-rounds N]
+//                       [--kbisect PATH] [--keep DIR]
 // (--placement: the bisection's measure.placement, default the bisector's own; default threshold 2,
 // as measured on a Zen 3 VM where the change read +2% to +11%; a CPU where -O2 costs less needs a lower threshold for
 // the check to mean anything). It takes about P x 4 s; run it on a quiet machine.
@@ -68,12 +69,21 @@ void make_repo(const std::string& repo) {
   }
 }
 
+// The config's measure line: the placement and rounds per block asked for, or none (the bisector's defaults).
+std::string measure_line(const std::string& placement, int block_rounds) {
+  std::string fields;
+  if (!placement.empty()) fields = "placement: " + placement;
+  if (block_rounds > 0) fields += fmt::format("{}block_rounds: {}", fields.empty() ? "" : ", ", block_rounds);
+  return fields.empty() ? "" : "measure: {" + fields + "}\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int processes = 20;
   double threshold = 2;
   std::string kbisect, keep, placement;
+  int block_rounds = 0;  // 0: the bisector's default for the placement
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--processes" && i + 1 < argc) processes = std::max(3, std::atoi(argv[++i]));
@@ -81,6 +91,7 @@ int main(int argc, char** argv) {
     else if (a == "--threshold" && i + 1 < argc) threshold = std::atof(argv[++i]);
     else if (a == "--keep" && i + 1 < argc) keep = argv[++i];  // the repository and every run's workdir
     else if (a == "--placement" && i + 1 < argc) placement = argv[++i];
+    else if (a == "--block-rounds" && i + 1 < argc) block_rounds = std::atoi(argv[++i]);
     else {
       std::cerr << "reproduce_rate: unknown argument '" << a << "' (see bench/reproduce_rate.cpp)\n";
       return 2;
@@ -98,11 +109,13 @@ int main(int argc, char** argv) {
                                   "    params: {{MR: 6, NR: 16}}\n    dtypes: [f32]\n    shapes: [[256, 256, 256]]\n"
                                   "metric: time\nthreshold: {}%\nbudgets: {{max_builds: 2}}\n{}",
                                   repo, kCommits - 1, threshold,
-                                  placement.empty() ? "" : fmt::format("measure: {{placement: {}}}\n", placement)));
+                                  measure_line(placement, block_rounds)));
     std::cout << fmt::format("machine: {}; {} commits, -O3 -> -O2 at commit {}, threshold {}%, {} processes, "
-                             "placement {}\n",
+                             "placement {}, {}\n",
                              bench::cpu_model(), kCommits, kSwitch, threshold, processes,
-                             placement.empty() ? "(the bisector's default)" : placement);
+                             placement.empty() ? "(the bisector's default)" : placement,
+                             block_rounds > 0 ? fmt::format("{} rounds per block", block_rounds)
+                                              : "the default rounds per block");
     std::vector<double> effects;
     int reproduced = 0, not_reproduced = 0;
     for (int k = 0; k < processes; ++k) {
