@@ -81,14 +81,14 @@ struct MeasureSettings {
   // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
   // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement)
   int block_rounds = 4;
-  // The default with placement "process": a 4-round block in a new process cost 57 ms against 22 ms in one
-  // process, read 3x the sd per block and was biased toward 0; blocks of 32 rounds reproduced 18 of 20 against
-  // 1 of 5 (docs/statistics.md, "Longer blocks in a worker").
+  // The default with placement "process": a 4-round block in a new process read 2-3x the sd per block of one
+  // in this process, even with its worker started ahead; blocks of 32 rounds reproduced 16-18 of 20 against
+  // 1 of 5 (docs/statistics.md, "Longer blocks in a worker", "Workers started ahead").
   static constexpr int kProcessBlockRounds = 32;
   // Where each block is measured (MeasureConfig::placement): "loads" (this process, the loads re-placed) or
   // "process" (a kbisect-worker per block of CPU loads, blocks of kProcessBlockRounds unless block_rounds is
-  // set). "loads" by default: a bisection with a worker per block takes about twice the wall time
-  // (docs/statistics.md, "A process per block").
+  // set). "loads" by default: a bisection with a worker per block takes about 1.8x the wall time
+  // (docs/statistics.md, "Workers started ahead").
   std::string placement = "loads";
   double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
   double max_step_s = 120; // wall time cap for one measured step

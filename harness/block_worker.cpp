@@ -1,21 +1,25 @@
 #include "harness/block_worker.h"
 
 #include <malloc.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/cache.h"
 #include "backends/cpu/cpu_backend.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/json_read.h"
@@ -33,6 +37,10 @@ constexpr const char* kWorkerName = "kbisect-worker";
 // a warm process gets, the first round of 511 of 512 worker blocks ran about 4x slow and the second of 465;
 // with 10 ms, 2 of 512 and 4 of 512, as in one process (9 and 4).
 constexpr double kWorkerWarmupS = 0.01;
+// How long a worker may take to load and prepare before it is left to say why when finished.
+constexpr double kStartTimeoutS = 120;
+// How long a worker's warmup holds for the next block's worker to start, at most: past it, it measures.
+constexpr double kMaxHoldS = 2;
 
 bool executable_file(const fs::path& p) {
   std::error_code ec;
@@ -56,8 +64,18 @@ Measurement measurement_from_json(const json& j, const std::string& ctx) {
 }
 
 // The request: a JSON line, then each distinct input array as raw float32, in the order "arrays" lists them.
-std::string make_request(const std::vector<ExecutableFactory>& make, const MeasureConfig& cfg, int rounds,
-                         double max_time_s, uint64_t seed) {
+struct Request {
+  std::string head;  // the JSON line, without the seed
+  std::string arrays;
+  uint64_t key = 0;  // of everything but the seed: which parked worker can measure it
+  std::string with_seed(uint64_t seed) const {
+    json h = json::parse(head);
+    h["seed"] = seed;
+    return h.dump() + "\n" + arrays;
+  }
+};
+
+Request make_request(const std::vector<ExecutableFactory>& make, const MeasureConfig& cfg, int rounds) {
   std::map<const std::vector<float>*, size_t> index;
   std::vector<const std::vector<float>*> arrays;
   auto array_of = [&](const std::shared_ptr<const std::vector<float>>& v) {
@@ -76,16 +94,40 @@ std::string make_request(const std::vector<ExecutableFactory>& make, const Measu
   json sizes = json::array();
   for (const auto* a : arrays) sizes.push_back(a->size());
   const json head = {{"rounds", rounds},
-                     {"max_time_s", max_time_s},
-                     {"seed", seed},
                      {"mode", cfg.mode},
                      {"warmup_s", cfg.warmup_s},
                      {"min_sample_s", cfg.min_sample_s},
                      {"loads", loads},
                      {"arrays", sizes}};
-  std::string out = head.dump() + "\n";
-  for (const auto* a : arrays) out.append(reinterpret_cast<const char*>(a->data()), a->size() * sizeof(float));
-  return out;
+  Request r;
+  r.head = head.dump();
+  for (const auto* a : arrays) r.arrays.append(reinterpret_cast<const char*>(a->data()), a->size() * sizeof(float));
+  r.key = std::hash<std::string>()(r.head) ^ (std::hash<std::string>()(r.arrays) * 0x9e3779b97f4a7c15ull);
+  return r;
+}
+
+// A worker started ahead of its block: it reads its request, loads and prepares, runs every kernel once and
+// waits for its go. Only its measuring is on the critical path.
+struct Parked {
+  uint64_t key = 0;
+  std::unique_ptr<StartedProcess> proc;
+};
+
+std::mutex parked_mu;
+Parked& parked_slot() {
+  static Parked p;  // ended (its stdin closed) when this program exits
+  return p;
+}
+
+// Starts a worker on `req` and waits until it is ready (loaded, prepared, every kernel run once). One that
+// fails on the way is returned all the same: it says why when it is finished.
+std::unique_ptr<StartedProcess> start_worker(const std::string& worker, const Request& req, uint64_t seed,
+                                             double timeout_s) {
+  RunOptions o;
+  o.timeout_s = timeout_s;
+  auto p = std::make_unique<StartedProcess>(std::vector<std::string>{worker}, o);
+  if (p->write(req.with_seed(seed), kStartTimeoutS)) p->read_line(kStartTimeoutS);
+  return p;
 }
 
 }  // namespace
@@ -109,10 +151,27 @@ std::vector<Measurement> measure_block_in_worker(const std::string& worker, cons
                                                  const MeasureConfig& cfg, int rounds, double max_time_s, Rng& rng) {
   for (const auto& f : make)
     if (!f.recipe) throw Error("internal: a block worker needs every load's recipe");
-  RunOptions o;
-  o.stdin_data = make_request(make, cfg, rounds, max_time_s, rng.next());
-  o.timeout_s = max_time_s + 120;  // the block stops itself at max_time_s; this is for a hung kernel
-  const RunResult r = run_process({worker}, o);
+  const Request req = make_request(make, cfg, rounds);
+  const double timeout_s = max_time_s + 120;  // the block stops itself at max_time_s; this is for a hung kernel
+  std::unique_ptr<StartedProcess> w, other;
+  {
+    std::lock_guard<std::mutex> lock(parked_mu);
+    Parked& slot = parked_slot();
+    (slot.key == req.key ? w : other) = std::move(slot.proc);
+  }
+  other.reset();  // parked for another request (an earlier step's): ended
+  if (!w) w = start_worker(worker, req, rng.next(), timeout_s);
+  w->write(json{{"max_time_s", max_time_s}, {"hold", true}}.dump() + "\n", 10);
+  // The next block's worker starts now, while this one warms up; this one's warmup holds until that one is
+  // ready, so that no start runs beside a measured round and none is on the critical path. Unused (the step
+  // ended), it is ended when a block of another request comes.
+  auto next = start_worker(worker, req, rng.next(), timeout_s);
+  w->write("measure\n", 10);
+  {
+    std::lock_guard<std::mutex> lock(parked_mu);
+    parked_slot() = {req.key, std::move(next)};
+  }
+  const RunResult r = w->finish();
   if (!r.ok()) {
     std::string why = r.err;
     while (!why.empty() && (why.back() == '\n' || why.back() == '\r')) why.pop_back();
@@ -131,7 +190,7 @@ std::vector<Measurement> measure_block_in_worker(const std::string& worker, cons
   }
 }
 
-int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err) {
+int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err, int in_fd) {
   json head;
   std::vector<std::vector<float>> arrays;
   std::vector<LoadRecipe> loads;
@@ -144,7 +203,6 @@ int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err) {
     if (!std::getline(in, line)) throw InputError("empty request");
     head = json::parse(line);
     rounds = json_int<int>(head.at("rounds"), "request.rounds");
-    max_time_s = head.at("max_time_s").get<double>();
     seed = head.at("seed").get<uint64_t>();
     cfg.mode = head.at("mode").get<std::string>();
     // A new process is cold however warm its parent was: at least kWorkerWarmupS (docs/statistics.md).
@@ -189,7 +247,35 @@ int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err) {
         return exe;
       });
     Rng rng(seed);
-    auto ms = measure_fresh_block(make, cfg, rounds, max_time_s, rng);
+    const auto fresh = load_fresh(make, rng);
+    // One run of each before the go: their first touches of code, operands and scratch (page faults, lazy
+    // binding) happen here, while this worker waits, and not in its measured block.
+    for (const auto& e : fresh) e->run(1);
+    out << "ready\n";
+    out.flush();
+    std::string go;
+    if (!std::getline(in, go)) return 0;  // no go: this block was not needed
+    bool hold = false;
+    try {
+      const json g = json::parse(go);
+      max_time_s = g.at("max_time_s").get<double>();
+      hold = g.value("hold", false);
+    } catch (const json::exception& e) {
+      err << "kbisect-worker: bad go line: " << e.what() << "\n";
+      return 2;
+    }
+    // Holding: the warmup goes on until the parent's next line (the next block's worker is ready), at most
+    // kMaxHoldS; then that line is read.
+    const double hold_until = now_s() + kMaxHoldS;
+    auto released = [&] {
+      if (in.rdbuf()->in_avail() > 0) return true;
+      if (in_fd < 0) return true;
+      pollfd p{in_fd, POLLIN, 0};
+      return poll(&p, 1, 0) != 0;
+    };
+    const std::function<bool()> holding = [&] { return !released() && now_s() < hold_until; };
+    auto ms = measure_loaded_block(fresh, cfg, rounds, max_time_s, rng, hold ? holding : nullptr);
+    if (hold && released()) std::getline(in, go);  // the release line; past it, only the end of input
     json answer = {{"measurements", json::array()}};
     for (auto& m : ms) {
       for (auto& p : m.placements) p += fmt::format(" worker={}", getpid());  // which process measured it

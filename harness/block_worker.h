@@ -4,10 +4,17 @@
 // the allocator), where the heap and the thread stacks begin. A new exec draws all of them again (ASLR), so
 // every block samples another placement of everything (docs/statistics.md, "A process per block").
 //
-// The worker (`kbisect-worker`, worker/main.cpp) reads one request on stdin: a JSON line (the loads'
-// artifacts and shapes, the block's settings, the seed) followed by the input arrays as raw float32; it
-// loads every executable through its backend, measures the block with measure_fresh_block and answers one
-// JSON line on stdout. A kernel that crashes takes only the worker down; the parent reports the signal.
+// The worker (`kbisect-worker`, worker/main.cpp) talks on stdin and stdout:
+//   1. request in: a JSON line (the loads' artifacts and shapes, the block's settings, the seed), then the
+//      input arrays as raw float32. It loads every executable through its backend in a random order,
+//      prepares them, runs each once (first touches: page faults, lazy binding) and answers `ready`.
+//   2. go in: {"max_time_s": S, "hold": true|false}. It warms up; holding, its warmup goes on until the next
+//      line arrives (at most 2 s), then it measures the block's rounds (measure_loaded_block).
+//   3. answer out: one JSON line, the samples and placements. The end of input instead of a go: it leaves.
+// The parent starts each block's worker while the block before is measured, in that block's warmup, which
+// holds until the new one is ready (docs/statistics.md, "Workers started ahead"): a start never runs beside
+// a measured round, and is not on the critical path. A kernel that crashes takes only the worker down; the
+// parent reports the signal in the block that needed it.
 #pragma once
 #include <iosfwd>
 #include <string>
@@ -23,14 +30,17 @@ namespace kb {
 // missing: the variable's program, or the worker next to this one.
 std::string block_worker_path();
 
-// Runs measure_fresh_block(make, cfg, rounds, max_time_s, rng) in a new process of `worker`; every factory
-// must carry a recipe. Returns what measure_fresh_block returns (nothing when the time ran out inside the
+// Runs measure_fresh_block(make, cfg, rounds, max_time_s, rng) in a new process of `worker` (the one started
+// ahead for the same request, when there is one), and starts the next block's; every factory must carry a
+// recipe. Returns what measure_fresh_block returns (nothing when the time ran out inside the
 // block). Throws Error naming the worker's failure (a crash, a bad answer, the kernel's own error).
 std::vector<Measurement> measure_block_in_worker(const std::string& worker, const std::vector<ExecutableFactory>& make,
                                                  const MeasureConfig& cfg, int rounds, double max_time_s, Rng& rng);
 
-// The worker's side: reads one request from `in`, measures, writes the answer to `out`; errors go to `err`
-// as one line. Returns the exit status (0 ok, 1 the measurement failed, 2 a bad request).
-int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err);
+// The worker's side of the exchange above: the request and the go from `in`, `ready` and the answer to
+// `out`; errors go to `err` as one line. in_fd is `in`'s file descriptor, which a holding warmup polls
+// for the next line; without one (-1) it does not hold. Returns the exit status (0 ok, or no go came; 1 the
+// measurement failed; 2 a bad request or go).
+int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err, int in_fd = -1);
 
 }  // namespace kb

@@ -54,18 +54,18 @@ void check_placement(const std::string& value, const std::string& name) {
     throw InputError(fmt::format("{} '{}' must be loads or process", name, value));
 }
 
-std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
-                                             double max_time_s, Rng& rng) {
-  check_placement(cfg.placement, "placement");
-  const bool recipes =
-      !make.empty() && std::all_of(make.begin(), make.end(), [](const auto& f) { return bool(f.recipe); });
-  if (recipes && cfg.placement == "process")
-    return measure_block_in_worker(block_worker_path(), make, cfg, rounds, max_time_s, rng);
+std::vector<std::unique_ptr<Executable>> load_fresh(const std::vector<ExecutableFactory>& make, Rng& rng) {
   std::vector<size_t> order(make.size());
   std::iota(order.begin(), order.end(), 0);
   rng.shuffle(order);
   std::vector<std::unique_ptr<Executable>> fresh(make.size());
   for (size_t i : order) fresh[i] = make[i]();
+  return fresh;
+}
+
+std::vector<Measurement> measure_loaded_block(const std::vector<std::unique_ptr<Executable>>& fresh,
+                                              MeasureConfig cfg, int rounds, double max_time_s, Rng& rng,
+                                              const std::function<bool()>& hold) {
   std::vector<Executable*> exes;
   for (auto& e : fresh) exes.push_back(e.get());
   cfg.seed = rng.next();
@@ -74,7 +74,7 @@ std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory
   cfg.max_time_s = max_time_s;
   cfg.noise = -1;
   std::vector<Measurement> ms;
-  const uintptr_t stack = on_moved_stack([&] { ms = measure_interleaved(exes, cfg); });
+  const uintptr_t stack = on_moved_stack([&] { ms = measure_interleaved(exes, cfg, nullptr, hold); });
   for (const auto& m : ms)
     if (m.samples_s.size() < size_t(rounds)) return {};
   for (size_t i = 0; i < ms.size(); ++i) {
@@ -82,6 +82,17 @@ std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory
     ms[i].placements.push_back(p + (p.empty() ? "" : " ") + fmt::format("stack=0x{:x}", stack));
   }
   return ms;
+}
+
+std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
+                                             double max_time_s, Rng& rng) {
+  check_placement(cfg.placement, "placement");
+  const bool recipes =
+      !make.empty() && std::all_of(make.begin(), make.end(), [](const auto& f) { return bool(f.recipe); });
+  if (recipes && cfg.placement == "process")
+    return measure_block_in_worker(block_worker_path(), make, cfg, rounds, max_time_s, rng);
+  const auto fresh = load_fresh(make, rng);
+  return measure_loaded_block(fresh, cfg, rounds, max_time_s, rng);
 }
 
 namespace {
@@ -164,7 +175,7 @@ std::string stop_reason(const std::vector<Measurement>& out, const std::vector<d
 }  // namespace
 
 std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
-                                             const StopRule& stop) {
+                                             const StopRule& stop, const std::function<bool()>& hold) {
   if (exes.empty()) return {};
   if (cfg.mode != "hot" && cfg.mode != "cold")
     throw InputError(fmt::format("measure mode '{}' is not hot or cold", cfg.mode));
@@ -175,6 +186,12 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   const std::vector<int> batch = warm_up(exes, cfg, order, rng, out);
+  if (hold)
+    while (hold())
+      for (size_t i : order) {
+        if (cfg.mode == "cold") exes[i]->flush_caches();
+        exes[i]->run(batch[i]);
+      }
   std::vector<double> measured(n, 0.0);
   int discarded = 0;
   std::string reason;

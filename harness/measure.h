@@ -47,8 +47,11 @@ struct Measurement {
 using StopRule = std::function<bool(const std::vector<Measurement>&)>;
 
 // Measures all executables (each already prepare()d) interleaved. Throws Error if a run throws.
+// hold: when given, the warmup goes on (every executable run, unmeasured, in turn) for as long as it answers
+// true; the block worker holds until the next block's worker has started (harness/block_worker.h).
 std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
-                                             const StopRule& stop = nullptr);
+                                             const StopRule& stop = nullptr,
+                                             const std::function<bool()>& hold = nullptr);
 
 // One block of the fresh-load design (harness/ab.h, bisect/oracle.h): creates every executable with make[i]()
 // in a random order (what is allocated first can land differently), measures exactly `rounds` interleaved
@@ -77,6 +80,12 @@ struct ExecutableFactory {
 };
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng);
+// measure_fresh_block's two halves, for a caller that loads well before it measures (the block worker):
+// creates every executable with make[i]() in a random order; then measures exactly `rounds` rounds of them.
+std::vector<std::unique_ptr<Executable>> load_fresh(const std::vector<ExecutableFactory>& make, Rng& rng);
+std::vector<Measurement> measure_loaded_block(const std::vector<std::unique_ptr<Executable>>& fresh,
+                                              MeasureConfig cfg, int rounds, double max_time_s, Rng& rng,
+                                              const std::function<bool()>& hold = nullptr);
 // Throws InputError naming `name` unless `value` is a placement ("loads" or "process").
 void check_placement(const std::string& value, const std::string& name);
 

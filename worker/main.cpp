@@ -6,5 +6,5 @@
 
 int main() {
   std::ios::sync_with_stdio(false);
-  return kb::block_worker_main(std::cin, std::cout, std::cerr);
+  return kb::block_worker_main(std::cin, std::cout, std::cerr, 0);
 }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -167,6 +169,38 @@ TEST(BlockWorker, EveryBlockIsMeasuredInAFreshProcessWithItsOwnPlacement) {
   }
   EXPECT_EQ(entries.size(), size_t(2 * blocks));
   EXPECT_EQ(stacks.size(), size_t(blocks));
+}
+
+namespace {
+// This process's children that are block workers, by /proc (comm and parent).
+int worker_children() {
+  int n = 0;
+  for (const auto& d : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(d.path() / "stat");
+    std::string stat;
+    if (!std::getline(f, stat)) continue;
+    const auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (stat.substr(open + 1, close - open - 1) == "kbisect-worker" && ppid == long(getpid())) ++n;
+  }
+  return n;
+}
+}  // namespace
+
+TEST(BlockWorker, TheNextBlocksWorkerWaitsParkedAndNoneIsLeftBehind) {
+  LoadedKernel k;
+  ScopedEnv env("KBISECT_BLOCK_WORKER", nullptr);
+  const std::vector<ExecutableFactory> make = {k.factory(), k.factory()};
+  Rng rng(11);
+  for (int b = 0; b < 2; ++b) ASSERT_EQ(measure_fresh_block(make, quick("process"), 3, 30, rng).size(), 2u);
+  EXPECT_EQ(worker_children(), 1) << "one worker started ahead for the next block";
+  // A block of another request (other rounds): the parked worker cannot measure it and is ended.
+  ASSERT_EQ(measure_fresh_block(make, quick("process"), 2, 30, rng).size(), 2u);
+  EXPECT_EQ(worker_children(), 1) << "the earlier request's worker ended, one parked for this one";
 }
 
 TEST(BlockWorker, AbWithRecipesMeasuresEveryBlockInAWorker) {
