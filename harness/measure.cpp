@@ -186,12 +186,16 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   const std::vector<int> batch = warm_up(exes, cfg, order, rng, out);
-  if (hold)
+  if (hold) {
+    const double h0 = now_s();
     while (hold())
       for (size_t i : order) {
         if (cfg.mode == "cold") exes[i]->flush_caches();
         exes[i]->run(batch[i]);
+        out[i].conditions.warmup_runs += batch[i];
       }
+    for (auto& m : out) m.conditions.warmup_s += now_s() - h0;  // the held warmup is warmup too
+  }
   std::vector<double> measured(n, 0.0);
   int discarded = 0;
   std::string reason;

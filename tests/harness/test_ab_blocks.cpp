@@ -159,3 +159,22 @@ TEST(MeasureInterleaved, NoExecutableIsAlwaysWarmedLast) {
   }
   for (int i = 0; i < 3; ++i) EXPECT_GE(last_warmed[size_t(i)], 8) << "executable " << i;
 }
+
+TEST(MeasureInterleaved, AHeldWarmupRunsEveryExecutableUnmeasuredAndIsRecordedAsWarmup) {
+  std::vector<int> log;
+  RecordingExecutable a(log, 0), b(log, 1);
+  MeasureConfig m = fake_measure(3);
+  m.min_samples = m.max_samples = 2;
+  m.min_sample_s = 0;
+  m.noise = -1;
+  int asked = 0;
+  const auto ms = measure_interleaved({&a, &b}, m, nullptr, [&] { return ++asked <= 3; });  // holds 3 passes
+  EXPECT_EQ(asked, 4);
+  // 1 warmup run each, 3 held passes of both, then 2 measured rounds of both.
+  ASSERT_EQ(log.size(), 2u + 6u + 4u);
+  for (int k = 0; k < 3; ++k) EXPECT_NE(log[2 + 2 * k], log[3 + 2 * k]) << "every pass runs both";
+  for (const auto& x : ms) {
+    EXPECT_EQ(x.samples_s.size(), 2u) << "held runs are not samples";
+    EXPECT_EQ(x.conditions.warmup_runs, 1 + 3);
+  }
+}
