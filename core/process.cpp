@@ -305,16 +305,11 @@ StartedProcess::~StartedProcess() {
   p.in.close_end(1);
   p.out.close_both();
   p.err.close_both();
-  const auto t0 = Clock::now();
-  int status = 0;
-  while (waitpid(p.pid, &status, WNOHANG) == 0) {
-    if (seconds_since(t0) > 5) {
-      kill(-p.pid, SIGKILL);
-      waitpid(p.pid, &status, 0);
-      break;
-    }
-    usleep(500);
-  }
+  RunOptions grace;
+  grace.timeout_s = 5;
+  RunResult res;
+  bool killed = false;
+  wait_child(p.pid, grace, Clock::now(), res, killed);
   kill(-p.pid, SIGKILL);
 }
 

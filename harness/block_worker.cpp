@@ -65,11 +65,11 @@ Measurement measurement_from_json(const json& j, const std::string& ctx) {
 
 // The request: a JSON line, then each distinct input array as raw float32, in the order "arrays" lists them.
 struct Request {
-  std::string head;  // the JSON line, without the seed
+  json head;  // the JSON line, without the seed
   std::string arrays;
   uint64_t key = 0;  // of everything but the seed: which parked worker can measure it
   std::string with_seed(uint64_t seed) const {
-    json h = json::parse(head);
+    json h = head;
     h["seed"] = seed;
     return h.dump() + "\n" + arrays;
   }
@@ -100,9 +100,9 @@ Request make_request(const std::vector<ExecutableFactory>& make, const MeasureCo
                      {"loads", loads},
                      {"arrays", sizes}};
   Request r;
-  r.head = head.dump();
+  r.head = head;
   for (const auto* a : arrays) r.arrays.append(reinterpret_cast<const char*>(a->data()), a->size() * sizeof(float));
-  r.key = std::hash<std::string>()(r.head) ^ (std::hash<std::string>()(r.arrays) * 0x9e3779b97f4a7c15ull);
+  r.key = std::hash<std::string>()(head.dump()) ^ (std::hash<std::string>()(r.arrays) * 0x9e3779b97f4a7c15ull);
   return r;
 }
 
