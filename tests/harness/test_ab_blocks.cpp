@@ -170,11 +170,11 @@ TEST(MeasureInterleaved, AHeldWarmupRunsEveryExecutableUnmeasuredAndIsRecordedAs
   int asked = 0;
   const auto ms = measure_interleaved({&a, &b}, m, nullptr, [&] { return ++asked <= 3; });  // holds 3 passes
   EXPECT_EQ(asked, 4);
-  // 1 warmup run each, 3 held passes of both, then 2 measured rounds of both.
-  ASSERT_EQ(log.size(), 2u + 6u + 4u);
-  for (int k = 0; k < 3; ++k) EXPECT_NE(log[2 + 2 * k], log[3 + 2 * k]) << "every pass runs both";
+  // 1 warmup run each, 3 held passes of both, the settling pass after the release, 2 measured rounds of both.
+  ASSERT_EQ(log.size(), 2u + 6u + 2u + 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_NE(log[2 + 2 * k], log[3 + 2 * k]) << "every pass runs both";
   for (const auto& x : ms) {
     EXPECT_EQ(x.samples_s.size(), 2u) << "held runs are not samples";
-    EXPECT_EQ(x.conditions.warmup_runs, 1 + 3);
+    EXPECT_EQ(x.conditions.warmup_runs, 1 + 3 + 1);
   }
 }
