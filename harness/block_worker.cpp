@@ -118,6 +118,7 @@ Parked& parked_slot() {
   static Parked p;  // ended (its stdin closed) when this program exits
   return p;
 }
+BlockWorkerCounts counts;  // under parked_mu
 
 // Starts a worker on `req` and waits until it is ready (loaded, prepared, every kernel run once). One that
 // fails on the way is returned all the same: it says why when it is finished.
@@ -126,6 +127,10 @@ std::unique_ptr<StartedProcess> start_worker(const std::string& worker, const Re
   RunOptions o;
   o.timeout_s = timeout_s;
   auto p = std::make_unique<StartedProcess>(std::vector<std::string>{worker}, o);
+  {
+    std::lock_guard<std::mutex> lock(parked_mu);
+    ++counts.started;
+  }
   if (p->write(req.with_seed(seed), kStartTimeoutS)) p->read_line(kStartTimeoutS);
   return p;
 }
@@ -158,6 +163,8 @@ std::vector<Measurement> measure_block_in_worker(const std::string& worker, cons
     std::lock_guard<std::mutex> lock(parked_mu);
     Parked& slot = parked_slot();
     (slot.key == req.key ? w : other) = std::move(slot.proc);
+    if (w) ++counts.used_ahead;
+    if (other) ++counts.ended_unused;
   }
   other.reset();  // parked for another request (an earlier step's): ended
   if (!w) w = start_worker(worker, req, rng.next(), timeout_s);
@@ -188,6 +195,11 @@ std::vector<Measurement> measure_block_in_worker(const std::string& worker, cons
   } catch (const json::exception& e) {
     throw Error(fmt::format("block worker {}: unreadable answer: {}", worker, e.what()));
   }
+}
+
+BlockWorkerCounts block_worker_counts() {
+  std::lock_guard<std::mutex> lock(parked_mu);
+  return counts;
 }
 
 int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err, int in_fd) {

@@ -37,6 +37,15 @@ std::string block_worker_path();
 std::vector<Measurement> measure_block_in_worker(const std::string& worker, const std::vector<ExecutableFactory>& make,
                                                  const MeasureConfig& cfg, int rounds, double max_time_s, Rng& rng);
 
+// Counts of this process's block workers since it started: how many were started, how many blocks were
+// measured by a worker started ahead (during the block before), and how many of those were ended unused
+// when a block of another request came (a step's last; the one waiting at exit is not counted). Every block but a measurement's first should find one waiting: blocks of one measurement
+// must ask the same (all but the seed), or each start ahead is wasted and the next start is on the critical path.
+struct BlockWorkerCounts {
+  long started = 0, used_ahead = 0, ended_unused = 0;
+};
+BlockWorkerCounts block_worker_counts();
+
 // The worker's side of the exchange above: the request and the go from `in`, `ready` and the answer to
 // `out`; errors go to `err` as one line. in_fd is `in`'s file descriptor, which a holding warmup polls
 // for the next line; without one (-1) it does not hold. Returns the exit status (0 ok, or no go came; 1 the

@@ -207,8 +207,12 @@ TEST(BlockWorker, AbWithRecipesMeasuresEveryBlockInAWorker) {
   LoadedKernel k;
   stats::DecisionConfig d;
   d.min_n = d.max_n = 3;
-  const PairOutcome po = measure_and_decide_blocks({k.factory(), k.factory()}, quick("process"), d, 60, 2);
+  MeasureConfig m = quick("process");
+  m.warmup_s = 0.05;  // above a warm process's per-block warmup: every block still asks the same
+  const BlockWorkerCounts before = block_worker_counts();
+  const PairOutcome po = measure_and_decide_blocks({k.factory(), k.factory()}, m, d, 60, 2);
   ASSERT_EQ(po.block_effects.size(), 3u);
+  EXPECT_GE(block_worker_counts().used_ahead - before.used_ahead, 2) << "blocks 2 and 3 use the workers started ahead";
   for (const auto& m : po.m) {
     ASSERT_EQ(m.samples_s.size(), 6u);
     for (const auto& p : m.placements) EXPECT_NE(p.find(" worker="), std::string::npos) << p;

@@ -14,6 +14,7 @@
 #include "tests/common/sanitized.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "harness/block_worker.h"
 
 using json = nlohmann::json;
 using namespace kb::bisect;
@@ -209,4 +210,38 @@ TEST(BisectParallel, ThreeCommitsPerRoundWithConcurrentBuilds) {
   EXPECT_LT(o.rounds, o.visited);
   EXPECT_EQ(o.builds, 2 + o.visited);     // each commit built once, none twice
   for (int i = 1; i <= 9; ++i) EXPECT_FALSE(kb::file_exists(r.tmp() + "/work/worktrees/" + s[size_t(i)].substr(0, 16)));
+}
+
+// measure.placement: process. Every block of a measurement but its first is measured by the worker started
+// ahead during the block before (blocks of one measurement ask the same), and the culprit is found.
+TEST(BisectPlacement, EveryBlockButAMeasurementsFirstFindsItsWorkerStartedAhead) {
+  GitRepo r;
+  std::vector<std::string> s;
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O3")}}, "good: -O3"));
+  s.push_back(r.commit({{"README", "1\n"}}, "docs 1"));
+  s.push_back(r.commit({{"tc.yaml", cpu_toolchain("-O0")}}, "bad: -O0"));
+  s.push_back(r.commit({{"README", "2\n"}}, "docs 2"));
+  std::string text = cfg_text(r, s.front(), s.back(), "time", "5%");
+  text.replace(text.find("measure: {"), 10, "measure: {placement: process, block_rounds: 4, ");
+  const std::string cfgp = kbtest::write_tmp(r, text, "p.yaml");
+  const kb::BlockWorkerCounts before = kb::block_worker_counts();
+  BisectRun run = bisect(load_bisect_config(cfgp), r.tmp() + "/work", false);
+  const kb::BlockWorkerCounts after = kb::block_worker_counts();
+  ASSERT_EQ(run.outcome.verdict, "culprit") << run.outcome.summary;
+  ASSERT_EQ(run.outcome.culprits.size(), 1u);
+  EXPECT_EQ(run.commits[size_t(run.outcome.culprits[0].index)].sha, s[2]);
+  long blocks = 0, measurements = 0;
+  for (const auto& ev : read_journal(run.workdir + "/journal.jsonl")) {
+    if (ev.value("ev", "") != "measure") continue;
+    ++measurements;
+    const auto& where = ev.at("placements");
+    blocks += long(where.size());
+    for (const auto& block : where)
+      for (const auto& p : block) EXPECT_NE(p.get<std::string>().find(" worker="), std::string::npos) << p;
+  }
+  ASSERT_GT(measurements, 0);
+  // A measurement's first block can find one too, when the step before measured the same builds.
+  const long used = after.used_ahead - before.used_ahead;
+  EXPECT_GE(used, blocks - measurements) << blocks << " blocks in " << measurements << " measurements";
+  EXPECT_EQ(after.started - before.started, blocks + (blocks - used)) << "one start ahead per block, and the rest";
 }
