@@ -21,15 +21,22 @@ namespace kb {
 
 namespace {
 
-// Runs f() on a new thread whose stack starts a random 0..64 KiB (16-byte steps) lower, and returns where
-// that stack begins. The kernels' stack frames (their spills and reloads) would otherwise sit at one
-// address for the whole process: its ASLR draw, fixed across blocks. Measured with bench/layout_calibration
-// on a Zen 5 VM, that one draw split clang-19 vs clang-16 into processes reading about +0.2% and others
-// +2% to +4%, each with a confident CI (docs/statistics.md, "Placement per block").
+constexpr size_t kThreadHeapGapPages = 256, kScratchProbe = 64 << 10;
+
+// Runs f() on a new thread whose stack starts a random 0..64 KiB (16-byte steps) lower, and whose malloc
+// arena holds 0..kThreadHeapGapPages random pages before f() runs; returns where that stack begins and where
+// a kernel's scratch would start. The kernels' stack frames (their spills and reloads) would otherwise sit at
+// one address for the whole process: its ASLR draw, fixed across blocks. Measured with
+// bench/layout_calibration on a Zen 5 VM, that one draw split clang-19 vs clang-16 into processes reading
+// about +0.2% and others +2% to +4%, each with a confident CI. And the kernels allocate their scratch (packing
+// buffers) per call on this thread, from this thread's arena, which the loads' heap gaps do not reach: at one
+// offset of a fresh arena in every worker, -O3 against -O2 read +0.8% where a moved scratch reads +1.4%
+// (docs/statistics.md, "Placement per block").
+
 template <class F>
-uintptr_t on_moved_stack(F&& f) {
+std::pair<uintptr_t, uintptr_t> on_moved_stack(F&& f) {
   std::exception_ptr error;
-  uintptr_t stack = 0;
+  uintptr_t stack = 0, scratch = 0;
   std::thread t([&] {
     const size_t pad = 16 * size_t(placement_draw(4097));
     volatile char* p = static_cast<char*>(alloca(pad + 64));
@@ -37,6 +44,10 @@ uintptr_t on_moved_stack(F&& f) {
     p[pad] = 0;
     stack = reinterpret_cast<uintptr_t>(p);
     try {
+      const HeapGap gap(kThreadHeapGapPages);
+      void* next = std::malloc(kScratchProbe);  // where a kernel's packing buffer would start
+      scratch = reinterpret_cast<uintptr_t>(next);
+      std::free(next);
       f();
     } catch (...) {
       error = std::current_exception();
@@ -44,7 +55,7 @@ uintptr_t on_moved_stack(F&& f) {
   });
   t.join();
   if (error) std::rethrow_exception(error);
-  return stack;
+  return {stack, scratch};
 }
 
 }  // namespace
@@ -74,12 +85,12 @@ std::vector<Measurement> measure_loaded_block(const std::vector<std::unique_ptr<
   cfg.max_time_s = max_time_s;
   cfg.noise = -1;
   std::vector<Measurement> ms;
-  const uintptr_t stack = on_moved_stack([&] { ms = measure_interleaved(exes, cfg, nullptr, hold); });
+  const auto [stack, scratch] = on_moved_stack([&] { ms = measure_interleaved(exes, cfg, nullptr, hold); });
   for (const auto& m : ms)
     if (m.samples_s.size() < size_t(rounds)) return {};
   for (size_t i = 0; i < ms.size(); ++i) {
     std::string p = exes[i]->placement();
-    ms[i].placements.push_back(p + (p.empty() ? "" : " ") + fmt::format("stack=0x{:x}", stack));
+    ms[i].placements.push_back(p + (p.empty() ? "" : " ") + fmt::format("stack=0x{:x} scratch=0x{:x}", stack, scratch));
   }
   return ms;
 }
@@ -197,9 +208,12 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
     };
     while (hold()) pass();
     // The hold ends when whatever it waited for (another process's start, beside this one) is done; that
-    // start evicted this one's data. One more pass refills it, so that no measured round pays for it: without
-    // it the first round of a worker block ran 5-6% slow on average (docs/statistics.md, "Workers started ahead").
-    pass();
+    // start evicted this one's data. The warmup starts again (its time, at least one pass), so that no measured
+    // round pays for it: without it the first round of a worker block ran 5-6% slow on average
+    // (docs/statistics.md, "Workers started ahead").
+    const double s0 = now_s();
+    do pass();
+    while (now_s() - s0 < cfg.warmup_s);
     for (auto& m : out) m.conditions.warmup_s += now_s() - h0;  // the held warmup is warmup too
   }
   std::vector<double> measured(n, 0.0);

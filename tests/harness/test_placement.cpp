@@ -92,7 +92,7 @@ TEST(Placement, EveryBlockOfOneProcessLoadsCodeAndOperandsAtNewAddresses) {
   LoadedKernel k;
   const std::vector<ExecutableFactory> make = {[&] { return k.load(); }, [&] { return k.load(); }};
   Rng rng(3);
-  std::set<uintptr_t> entries, operands, heaps;
+  std::set<uintptr_t> entries, operands, heaps, scratches;
   const int blocks = 8;
   for (int b = 0; b < blocks; ++b) {
     const auto ms = measure_fresh_block(make, quick(), 2, 30, rng);
@@ -104,9 +104,15 @@ TEST(Placement, EveryBlockOfOneProcessLoadsCodeAndOperandsAtNewAddresses) {
       EXPECT_TRUE(operands.insert(field(p, "A") / page_bytes()).second) << "block " << b << " reuses A's page: " << p;
       heaps.insert(field(p, "heap"));
     }
+    EXPECT_EQ(field(ms[0].placements[0], "scratch"), field(ms[1].placements[0], "scratch")) << "one measuring thread";
+    // Its page within its malloc arena (thread arenas are 64 MiB-aligned; which arena a thread gets varies).
+    scratches.insert((field(ms[0].placements[0], "scratch") & ((uintptr_t(64) << 20) - 1)) / page_bytes());
   }
   EXPECT_EQ(entries.size(), size_t(2 * blocks));
   EXPECT_GT(heaps.size(), size_t(blocks));  // the heap moves too (two equal draws are possible, not many)
+  // The kernels' scratch comes from the measuring thread's own malloc arena, which the loads' heap gaps do
+  // not reach: it moves by that thread's gap (equal draws possible, not many).
+  EXPECT_GE(scratches.size(), size_t(blocks - 2));
 }
 
 TEST(Placement, AbBlocksRecordEachSidesPlacementPerBlock) {
