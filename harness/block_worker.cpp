@@ -33,10 +33,12 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kWorkerName = "kbisect-worker";
-// Measured on a Zen 5 VM (bisect blocks of 4 rounds of a 0.4 ms kernel, 512 blocks): with the 2 ms warmup
-// a warm process gets, the first round of 511 of 512 worker blocks ran about 4x slow and the second of 465;
-// with 10 ms, 2 of 512 and 4 of 512, as in one process (9 and 4).
-constexpr double kWorkerWarmupS = 0.01;
+// The same warmup as a warm process's blocks get (bisect/lab.cpp). A new process is cold, but its start now
+// does the cold part: every kernel runs once before `ready`, the warmup holds until the next worker is ready
+// and warms up again after (measure_interleaved). Before those, 2 ms left the first round of 511 of 512
+// blocks about 4x slow and a 10 ms floor was needed; with them, 2 ms gives blocks as quiet as 10 ms did
+// (docs/statistics.md, "Workers started ahead"), and the warmups were most of a worker block's cost.
+constexpr double kWorkerWarmupS = 0.002;
 // How long a worker may take to load and prepare before it is left to say why when finished.
 constexpr double kStartTimeoutS = 120;
 // How long a worker's warmup holds for the next block's worker to start, at most: past it, it measures.
