@@ -199,10 +199,8 @@ void Loop::journal_start() {
     if (const int jb = json_int_or<int>(*st, "block_rounds", 0, "journal " + j_->path() + " start");
         jb != plan_.block_rounds)
       throw InputError(fmt::format("journal {} was measured with measure.block_rounds {}, the config now says {} "
-                                   "(default {}; {} with measure.placement process); "
-                                   "restore it or use another --workdir",
-                                   j_->path(), jb, plan_.block_rounds, MeasureSettings{}.block_rounds,
-                                   MeasureSettings::kProcessBlockRounds));
+                                   "(default {}); restore it or use another --workdir",
+                                   j_->path(), jb, plan_.block_rounds, MeasureSettings{}.block_rounds));
     j_->append({{"ev", "resume"}, {"events", j_->events().size()}});
   } else {
     json ev = {{"ev", "start"}, {"shas", plan_.shas}, {"metric", to_string(plan_.metric)},

@@ -281,7 +281,6 @@ void read_measure(const Ctx& cx, const YAML::Node& m, MeasureSettings& s) {
     if (s.placement != "loads" && s.placement != "process")
       cx.fail(m["placement"], fmt::format("'measure.placement' = '{}' must be loads or process", s.placement));
   }
-  if (!m["block_rounds"] && s.placement == "process") s.block_rounds = MeasureSettings::kProcessBlockRounds;
   if (m["alpha"]) {
     s.alpha = num(cx, m["alpha"], "measure.alpha");
     if (!(s.alpha > 0 && s.alpha < 0.5)) cx.fail(m["alpha"], "'measure.alpha' must be in (0, 0.5)");

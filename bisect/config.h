@@ -24,7 +24,7 @@
 //   several_culprits: true   # search both sides of an intermediate level (default true)
 //   report_improvements: false  # also find commits that make the metric better (default false)
 //   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, block_rounds: 4,
-//             placement: loads, alpha: 0.05, max_step_s: 60, seed: 1}
+//             placement: process, alpha: 0.05, max_step_s: 60, seed: 1}
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -79,17 +79,14 @@ struct MeasureSettings {
   uint64_t seed = 1;
   int min_samples = 16;    // first look of the sequential decision (rounds)
   // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
-  // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement)
+  // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement). The same in a
+  // worker as in this process: a worker's blocks of 4 rounds are now as quiet as this process's, and the
+  // decisions need blocks, not rounds (docs/statistics.md, "Workers started ahead").
   int block_rounds = 4;
-  // The default with placement "process": a 4-round block in a new process read 2-3x the sd per block of one
-  // in this process, even with its worker started ahead; blocks of 32 rounds reproduced 16-18 of 20 against
-  // 1 of 5 (docs/statistics.md, "Longer blocks in a worker", "Workers started ahead").
-  static constexpr int kProcessBlockRounds = 32;
-  // Where each block is measured (MeasureConfig::placement): "loads" (this process, the loads re-placed) or
-  // "process" (a kbisect-worker per block of CPU loads, blocks of kProcessBlockRounds unless block_rounds is
-  // set). "loads" by default: a bisection with a worker per block takes about 1.8x the wall time
-  // (docs/statistics.md, "Workers started ahead").
-  std::string placement = "loads";
+  // Where each block is measured (MeasureConfig::placement): "process" (a kbisect-worker per block of CPU
+  // loads: every block samples the placement of everything, the process's own included) or "loads" (this
+  // process, only the loads re-placed; its CIs leave out what the process fixes).
+  std::string placement = "process";
   double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
   double max_step_s = 120; // wall time cap for one measured step
 };

@@ -101,7 +101,7 @@ TEST(Placement, EveryBlockOfOneProcessLoadsCodeAndOperandsAtNewAddresses) {
       ASSERT_EQ(m.placements.size(), 1u);
       const std::string& p = m.placements[0];
       EXPECT_TRUE(entries.insert(field(p, "entry")).second) << "block " << b << " reuses a code address: " << p;
-      EXPECT_TRUE(operands.insert(field(p, "A") / page_bytes()).second) << "block " << b << " reuses A's page: " << p;
+      operands.insert(field(p, "A") / page_bytes());
       heaps.insert(field(p, "heap"));
     }
     EXPECT_EQ(field(ms[0].placements[0], "scratch"), field(ms[1].placements[0], "scratch")) << "one measuring thread";
@@ -109,6 +109,9 @@ TEST(Placement, EveryBlockOfOneProcessLoadsCodeAndOperandsAtNewAddresses) {
     scratches.insert((field(ms[0].placements[0], "scratch") & ((uintptr_t(64) << 20) - 1)) / page_bytes());
   }
   EXPECT_EQ(entries.size(), size_t(2 * blocks));
+  // The operands move by a random gap of 0..1024 pages, so two of the 16 loads can draw one page (about 1 run
+  // in 20 did), not many.
+  EXPECT_GE(operands.size(), size_t(2 * blocks - 2));
   EXPECT_GT(heaps.size(), size_t(blocks));  // the heap moves too (two equal draws are possible, not many)
   // The kernels' scratch comes from the measuring thread's own malloc arena, which the loads' heap gaps do
   // not reach: it moves by that thread's gap (equal draws possible, not many).

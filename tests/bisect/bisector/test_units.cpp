@@ -99,17 +99,25 @@ TEST(Config, ErrorsNameFileLineAndField) {
   expect_error(base + "first_parent: maybe\n", "first_parent");
   expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {block_rounds: 1, "),
                "'measure.block_rounds' = '1' must be 0 (one load) or an integer in 2..4096");
-  EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.block_rounds, 4);  // the default
+  {
+    const auto dc = load_bisect_config(write_tmp(r, base, "c.yaml"));
+    EXPECT_EQ(dc.measure.placement, "process");  // the default: a worker per block
+    EXPECT_EQ(dc.measure.block_rounds, 4);
+    // No measure section at all: the same defaults.
+    std::string bare = base;
+    const auto at = bare.find("measure: {");
+    bare.erase(at, bare.find('\n', at) - at + 1);
+    const auto nc = load_bisect_config(write_tmp(r, bare, "c.yaml"));
+    EXPECT_EQ(nc.measure.placement, "process");
+    EXPECT_EQ(nc.measure.block_rounds, 4);
+  }
   expect_error(std::string(base).replace(base.find("measure: {"), 10, "measure: {placement: elsewhere, "),
                "'measure.placement' = 'elsewhere' must be loads or process");
-  EXPECT_EQ(load_bisect_config(write_tmp(r, base, "c.yaml")).measure.placement, "loads");  // the default
-  const std::string proc = std::string(base).replace(base.find("measure: {"), 10, "measure: {placement: process, ");
-  const auto pc = load_bisect_config(write_tmp(r, proc, "c.yaml"));
-  EXPECT_EQ(pc.measure.placement, "process");
-  EXPECT_EQ(pc.measure.block_rounds, MeasureSettings::kProcessBlockRounds);  // longer blocks in a worker
-  const std::string proc8 = std::string(base).replace(base.find("measure: {"), 10,
-                                                      "measure: {placement: process, block_rounds: 8, ");
-  EXPECT_EQ(load_bisect_config(write_tmp(r, proc8, "c.yaml")).measure.block_rounds, 8);  // an explicit value wins
+  const std::string loads8 = std::string(base).replace(base.find("measure: {"), 10,
+                                                       "measure: {placement: loads, block_rounds: 8, ");
+  const auto lc = load_bisect_config(write_tmp(r, loads8, "c.yaml"));
+  EXPECT_EQ(lc.measure.placement, "loads");
+  EXPECT_EQ(lc.measure.block_rounds, 8);  // an explicit value
   expect_error(std::string(base).replace(base.find("metric: time"), 12, "metric: speed"), "metric 'speed'");
   expect_error(std::string(base).replace(base.find("threshold: 0.5%"), 15, "threshold: lots"), "threshold");
   expect_error(std::string(base).replace(base.find("{in_tree: tc.yaml}"), 18, "{build: {command: make}}"),
