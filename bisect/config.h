@@ -81,7 +81,7 @@ struct MeasureSettings {
   // time / tflops: rounds per block, every block with fresh loads of all executables (bisect/oracle.h);
   // 0 = one load per commit for the whole bisection (decisions on rounds; biased by placement). The same in a
   // worker as in this process: a worker's blocks of 4 rounds are now as quiet as this process's, and the
-  // decisions need blocks, not rounds (docs/statistics.md, "Workers started ahead").
+  // decisions need blocks, not rounds (docs/statistics.md, "Quiet worker blocks").
   int block_rounds = 4;
   // Where each block is measured (MeasureConfig::placement): "process" (a kbisect-worker per block of CPU
   // loads: every block samples the placement of everything, the process's own included) or "loads" (this

@@ -37,7 +37,7 @@ constexpr const char* kWorkerName = "kbisect-worker";
 // does the cold part: every kernel runs once before `ready`, the warmup holds until the next worker is ready
 // and warms up again after (measure_interleaved). Before those, 2 ms left the first round of 511 of 512
 // blocks about 4x slow and a 10 ms floor was needed; with them, 2 ms gives blocks as quiet as 10 ms did
-// (docs/statistics.md, "Workers started ahead"), and the warmups were most of a worker block's cost.
+// (docs/statistics.md, "Quiet worker blocks"), and the warmups were most of a worker block's cost.
 constexpr double kWorkerWarmupS = 0.002;
 // How long a worker may take to load and prepare before it is left to say why when finished.
 constexpr double kStartTimeoutS = 120;

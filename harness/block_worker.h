@@ -38,9 +38,10 @@ std::vector<Measurement> measure_block_in_worker(const std::string& worker, cons
                                                  const MeasureConfig& cfg, int rounds, double max_time_s, Rng& rng);
 
 // Counts of this process's block workers since it started: how many were started, how many blocks were
-// measured by a worker started ahead (during the block before), and how many of those were ended unused
-// when a block of another request came (a step's last; the one waiting at exit is not counted). Every block but a measurement's first should find one waiting: blocks of one measurement
-// must ask the same (all but the seed), or each start ahead is wasted and the next start is on the critical path.
+// measured by a worker started ahead (during the block before), and how many of those were ended unused when
+// a block of another request came (a step's last; the one waiting at exit is not counted). Every block but a
+// measurement's first should find one waiting: blocks of one measurement must ask the same (all but the
+// seed), or each start ahead is wasted and the next start is on the critical path.
 struct BlockWorkerCounts {
   long started = 0, used_ahead = 0, ended_unused = 0;
 };

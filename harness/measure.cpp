@@ -29,9 +29,9 @@ constexpr size_t kThreadHeapGapPages = 256, kScratchProbe = 64 << 10;
 // one address for the whole process: its ASLR draw, fixed across blocks. Measured with
 // bench/layout_calibration on a Zen 5 VM, that one draw split clang-19 vs clang-16 into processes reading
 // about +0.2% and others +2% to +4%, each with a confident CI. And the kernels allocate their scratch (packing
-// buffers) per call on this thread, from this thread's arena, which the loads' heap gaps do not reach: at one
-// offset of a fresh arena in every worker, -O3 against -O2 read +0.8% where a moved scratch reads +1.4%
-// (docs/statistics.md, "Placement per block").
+// buffers) per call on this thread, from this thread's arena, which the loads' heap gaps do not reach: without
+// this gap it sat at one offset of its arena in every block (docs/statistics.md, "Placement per block", "Quiet
+// worker blocks").
 
 template <class F>
 std::pair<uintptr_t, uintptr_t> on_moved_stack(F&& f) {
@@ -210,7 +210,7 @@ std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exe
     // The hold ends when whatever it waited for (another process's start, beside this one) is done; that
     // start evicted this one's data. The warmup starts again (its time, at least one pass), so that no measured
     // round pays for it: without it the first round of a worker block ran 5-6% slow on average
-    // (docs/statistics.md, "Workers started ahead").
+    // (docs/statistics.md, "Quiet worker blocks").
     const double s0 = now_s();
     do pass();
     while (now_s() - s0 < cfg.warmup_s);

@@ -48,8 +48,9 @@ using StopRule = std::function<bool(const std::vector<Measurement>&)>;
 
 // Measures all executables (each already prepare()d) interleaved. Throws Error if a run throws.
 // hold: when given, the warmup goes on (every executable run, unmeasured, in turn) for as long as it answers
-// true, then runs every executable once more (the hold's end is when another process's start stopped
-// disturbing this one); the block worker holds until the next block's worker has started (harness/block_worker.h).
+// true, then warms up again for the warmup's time, at least one pass (the hold ends when another process's
+// start stops disturbing this one); the block worker holds until the next block's worker has started
+// (harness/block_worker.h).
 std::vector<Measurement> measure_interleaved(const std::vector<Executable*>& exes, const MeasureConfig& cfg,
                                              const StopRule& stop = nullptr,
                                              const std::function<bool()>& hold = nullptr);
