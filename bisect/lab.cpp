@@ -127,10 +127,7 @@ Measured measure_blocks(const std::vector<ExecutableFactory>& make, const Measur
     const double left = ask.max_time_s - (now_s() - t0);
     if (left <= 0) break;
     MeasureConfig bc = mc;
-    // The process is warm after the first block: a short warmup touches the new loads (one run at least).
-    // In workers every block asks the same (the worker started ahead must match it), and a worker's warmup
-    // has its own floor and holds until the next one is ready (harness/block_worker.h).
-    if (u > 0 || mc.placement == "process") bc.warmup_s = std::min(bc.warmup_s, 0.002);
+    bc.warmup_s = block_warmup_s(mc, u, 0.002);
     const auto ms = measure_fresh_block(make, bc, ask.block_rounds, left, rng);
     if (ms.empty()) break;  // the time ran out inside the block: dropped
     add_block(out, aggregate(ms, commits, k));

@@ -89,10 +89,7 @@ PairOutcome measure_and_decide_blocks(const std::vector<ExecutableFactory>& side
     if (left <= 0) break;
     MeasureConfig cfg = measure;
     cfg.min_sample_s = 0;  // one execution per sample on both sides (see measure_and_decide)
-    // This process is warm after the first block: a short warmup touches the new loads. In workers every
-    // block asks the same (the worker started ahead must match it), and a worker's warmup has its own floor
-    // and holds until the next one is ready (harness/block_worker.h).
-    if (block > 0 || measure.placement == "process") cfg.warmup_s = std::min(cfg.warmup_s, 0.01);
+    cfg.warmup_s = block_warmup_s(measure, block, 0.01);
     const auto ms = measure_fresh_block(sides, cfg, pairs_per_block, left, rng);
     if (ms.empty()) break;  // budget ran out inside the block: a partial block is dropped
     for (int i = 0; i < 2; ++i) {

@@ -95,6 +95,10 @@ std::vector<Measurement> measure_loaded_block(const std::vector<std::unique_ptr<
   return ms;
 }
 
+double block_warmup_s(const MeasureConfig& cfg, int block, double warm_s) {
+  return block > 0 || cfg.placement == "process" ? std::min(cfg.warmup_s, warm_s) : cfg.warmup_s;
+}
+
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng) {
   check_placement(cfg.placement, "placement");

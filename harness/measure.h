@@ -82,6 +82,11 @@ struct ExecutableFactory {
 };
 std::vector<Measurement> measure_fresh_block(const std::vector<ExecutableFactory>& make, MeasureConfig cfg, int rounds,
                                              double max_time_s, Rng& rng);
+// The warmup of block `block` (0-based) of a run of fresh-load blocks: cfg.warmup_s for the first block in this
+// process, at most warm_s after it (the process is warm; a short warmup touches the new loads). In workers
+// (cfg.placement "process") every block gets at most warm_s: every block must ask the same, so that the worker
+// started ahead is the one that measures it, and a worker warms itself up (harness/block_worker.h).
+double block_warmup_s(const MeasureConfig& cfg, int block, double warm_s);
 // measure_fresh_block's two halves, for a caller that loads well before it measures (the block worker):
 // creates every executable with make[i]() in a random order; then measures exactly `rounds` rounds of them.
 std::vector<std::unique_ptr<Executable>> load_fresh(const std::vector<ExecutableFactory>& make, Rng& rng);
