@@ -110,6 +110,15 @@ Params KernelDecl::complete(const Params& given) const {
   return out;
 }
 
+std::optional<std::string> KernelDecl::language_mismatch(const std::string& toolchain, const std::string& kind) const {
+  const bool triton_kernel = language == "triton", triton_tc = kind == "triton";
+  if (triton_kernel == triton_tc) return std::nullopt;
+  if (triton_kernel)
+    return fmt::format("{} is a Triton kernel: it needs a toolchain of kind 'triton' ({} is {})", name, toolchain, kind);
+  return fmt::format("{} is a {} kernel: toolchain {} (kind 'triton') compiles Triton kernels only", name, backend,
+                     toolchain);
+}
+
 bool KernelDecl::supports(DType d) const {
   for (auto x : dtypes)
     if (x == d) return true;

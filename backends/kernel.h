@@ -85,6 +85,9 @@ struct KernelDecl {
   std::string name;     // "matmul_tiled"
   std::string backend;  // "cpu", "cuda", "hip"
   std::string source;   // path relative to the kernel directory, e.g. "cpu/matmul_tiled.cpp"
+  // The source language when it is not the backend's own (C++ / CUDA C++ / HIP): "triton" kernels are
+  // compiled only by toolchains of kind "triton", and those compile nothing else.
+  std::string language;
   std::vector<std::string> extra_sources;  // headers it includes (hashed into the cache key)
   std::string description;
   std::vector<ParamSpec> params;
@@ -105,6 +108,8 @@ struct KernelDecl {
 
   // Fills in defaults for missing params; throws InputError for unknown names / wrong kinds.
   Params complete(const Params& given) const;
+  // Why toolchain kind `kind` cannot compile this kernel (the languages differ), or nullopt.
+  std::optional<std::string> language_mismatch(const std::string& toolchain, const std::string& kind) const;
   bool supports(DType d) const;
 };
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include "git/git.h"
@@ -102,6 +103,14 @@ DescendSpec parse_descend(const YamlCtx& cx, const YAML::Node& n, const std::str
 std::string pin_token(const std::string& text, const std::string& what) {
   size_t b = text.find_first_not_of(" \t\r\n");
   if (b == std::string::npos) throw InputError(fmt::format("{}: the pin file is empty (expected a commit sha)", what));
+  if (text[b] == '{') {  // Triton's cmake/llvm-info.json: {"llvm_hash": "<sha>", "build_number": ..., ...}
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+      throw InputError(fmt::format("{}: the pin file starts with '{{' but is not a JSON object", what));
+    if (!j.contains("llvm_hash") || !j["llvm_hash"].is_string())
+      throw InputError(fmt::format("{}: the JSON pin file has no string 'llvm_hash'", what));
+    return pin_token(j["llvm_hash"].get<std::string>(), what + " (llvm_hash)");
+  }
   size_t e = text.find_first_of(" \t\r\n", b);
   std::string tok = text.substr(b, e == std::string::npos ? std::string::npos : e - b);
   if (tok[0] == '-' || tok.find_first_of("\"'`$;|&<>\\") != std::string::npos)

@@ -42,9 +42,11 @@ int run_list() {
   for (const auto& t : preset_toolchains()) {
     std::string flags;
     for (const auto& f : t.flags) flags += (flags.empty() ? "" : " ") + f;
-    std::cout << fmt::format("  {:<16} {:<5} {:<10} {} {}{}\n", t.name, t.backend, t.kind,
+    // A preset that knows its version without running anything says it (Triton: from its dist-info).
+    std::cout << fmt::format("  {:<16} {:<5} {:<10} {} {}{}{}\n", t.name, t.backend, t.kind,
                              t.compiler.empty() ? "(in-process)" : t.compiler, flags,
-                             t.target.empty() ? "" : " target=" + t.target);
+                             t.target.empty() ? "" : " target=" + t.target,
+                             t.version_text.empty() ? "" : "  (" + t.version_text + ")");
   }
   return 0;
 }

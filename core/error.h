@@ -42,6 +42,13 @@ class CompileError : public Error {
   std::string log_;
 };
 
+// A compile that cannot happen for a reason that is no one's error: the compiler release or the target
+// lacks what the kernel needs (a Triton too old for warp specialization). The case is `skipped`.
+class CompileSkipped : public Error {
+ public:
+  explicit CompileSkipped(const std::string& what) : Error(what, ErrorKind::input) {}
+};
+
 // Last `max_bytes` of a text, starting at a line boundary when possible.
 std::string tail(const std::string& text, size_t max_bytes = 2000);
 

@@ -58,6 +58,10 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
   Artifact art;
   try {
     art = cache.compile(be, req);
+  } catch (const CompileSkipped& e) {
+    r.status = CaseStatus::skipped;
+    r.reason = e.what();
+    return out;
   } catch (const CompileError& e) {
     r.status = CaseStatus::failed;
     r.reason = fmt::format("compile failed: {}\n{}", e.what(), tail(e.log(), 1500));

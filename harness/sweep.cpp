@@ -272,6 +272,7 @@ void expand_for_toolchain(const Ctx& cx, const BenchmarkPlan& bp, const KernelDe
         const Params full = row_params(cx, bp, k, base ? *base : tuned_params(d, *k, *tc, dt, sh, pc.tuned), row);
         std::optional<std::string> why;
         if (!k->supports(dt)) why = fmt::format("dtype {} not supported by {}/{}", to_string(dt), k->backend, k->name);
+        if (!why) why = k->language_mismatch(tc->name, tc->kind);
         if (!why && k->check_params) why = k->check_params(full, dt, tc->target);
         pc.c.kernel = k;
         pc.c.params = full;

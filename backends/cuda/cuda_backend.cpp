@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_executable.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/nvrtc_cubin.h"
+#include "backends/triton/triton_compile.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
@@ -140,7 +141,7 @@ class CudaBackend : public Backend {
   }
 
   const std::vector<KernelDecl>& kernels() const override { return cuda_kernels(); }
-  std::vector<std::string> kinds() const override { return {"nvcc", "nvrtc", "clang-cuda"}; }
+  std::vector<std::string> kinds() const override { return {"nvcc", "nvrtc", "clang-cuda", "triton"}; }
 
   std::vector<Toolchain> presets() const override {
     std::vector<Toolchain> out;
@@ -182,10 +183,12 @@ class CudaBackend : public Backend {
       for (int v : {16, 17, 18}) clang(v, "sm_90");  // no sm_90a before clang 19 (measured with clang 16-18 here)
       for (int v : {19, 20}) clang(v, "sm_90a");
     }
+    for (auto& t : triton::presets("cuda")) out.push_back(std::move(t));
     return out;
   }
 
   void identify(Toolchain& tc) const override {
+    if (tc.kind == "triton") return triton::identify(tc);
     if (tc.kind != "nvrtc") return Backend::identify(tc);
     // In-process: the identity is the NVRTC library (and its builtins) we are linked with.
     identify_toolchain(tc, [&](Hasher& h) {
@@ -203,6 +206,8 @@ class CudaBackend : public Backend {
     arch_limits(tc.target);  // validates the target
     if (auto why = k.check_params ? k.check_params(req.params, req.dtype, tc.target) : std::nullopt)
       throw InputError(fmt::format("{}[{}]/{}: {}", k.name, req.params.str(), to_string(req.dtype), *why));
+    if (auto why = k.language_mismatch(tc.name, tc.kind)) throw InputError(*why);
+    if (tc.kind == "triton") return compile_triton(req);
     if (is_library_kernel(k.name)) return compile_library(req);
     const std::string src = req.kernel_dir + "/" + k.source;
     const std::string cubin = req.out_dir + "/kernel.cubin";
@@ -237,6 +242,32 @@ class CudaBackend : public Backend {
     Artifact a = make_artifact(req, marker, "cublasGemmEx", wall,
                                fmt::format("no compiler run: {} is cuBLAS' cublasGemmEx from {}", req.kernel->name, lib));
     a.code_hash = hash;
+    return a;
+  }
+
+  // A Triton kernel through the one Triton compile path; the metrics come from the cubin as for every other
+  // kind, spills from the `ptxas -v` the release itself ran, shared memory from Triton's metadata too
+  // (Triton's shared memory is dynamic: the cubin's .nv.shared holds only what ptxas reserves).
+  static Artifact compile_triton(const CompileRequest& req) {
+    triton::Compiled c = triton::compile(req);
+    Artifact a = make_artifact(req, c.binary_path, c.entry, c.compile_s, c.log);
+    auto m = read_cubin(a.binary_path, a.entry);
+    if (!m.kernel_found) throw CompileError(fmt::format("{}: cubin has no kernel '{}'", a.binary_path, a.entry), "");
+    a.code_hash = m.code_hash;
+    a.code_bytes = m.code_bytes;
+    if (m.registers) a.metrics["registers"] = double(*m.registers);
+    if (m.frame_bytes) a.metrics["frame_bytes"] = double(*m.frame_bytes);
+    if (m.min_stack_bytes) a.metrics["stack_bytes"] = double(*m.min_stack_bytes);
+    auto p = parse_ptxas_log(c.log, a.entry);
+    a.metrics["spill_stores"] = double(p.spill_stores.value_or(0));
+    a.metrics["spill_loads"] = double(p.spill_loads.value_or(0));
+    const int threads = 32 * c.num_warps;
+    a.metrics["threads_per_block"] = threads;
+    a.metrics["num_warps"] = c.num_warps;
+    a.metrics["dynamic_smem_bytes"] = double(c.shared_bytes);
+    a.metrics["smem_bytes"] = double(m.smem_bytes + c.shared_bytes);
+    a.metrics["occupancy"] = theoretical_occupancy(arch_limits(a.target), int(m.registers.value_or(0)), threads,
+                                                   m.smem_bytes + c.shared_bytes);
     return a;
   }
 

@@ -13,6 +13,7 @@
 #include "backends/cuda/cublas_gemm.h"
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/device_digest.h"
+#include "backends/cuda/triton_launch.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/half_bits.h"
 #include "core/error.h"
@@ -53,13 +54,19 @@ class CudaExecutable : public Executable {
       throw EnvError(fmt::format("{} was compiled for {}; device {} is sm_{} (cubins do not run across major "
                                  "versions; 'a' targets need the exact arch)",
                                  art.kernel, art.target, ordinal, device_sm));
+    if (ls_.args == ArgStyle::Triton) {  // before anything is held: a wrong ABI fails here
+      triton_ = std::make_unique<TritonLaunch>(TritonLaunch::read(art));
+      ls_.threads = 32 * triton_->num_warps;
+      ls_.dynamic_smem = triton_->shared;
+      art_.entry = triton_->entry;
+    }
     KB_CU(d.cuDevicePrimaryCtxRetain(&ctx_, dev_));
     KB_CU(d.cuCtxSetCurrent(ctx_));
     KB_CU(d.cuDeviceGetUuid(&uuid_, dev_));
     if (ls_.args != ArgStyle::Library) {
       std::string image = read_file(art.binary_path);
       KB_CU(d.cuModuleLoadData(&module_, image.data()));
-      KB_CU(d.cuModuleGetFunction(&fn_, module_, art.entry.c_str()));
+      KB_CU(d.cuModuleGetFunction(&fn_, module_, art_.entry.c_str()));
       if (ls_.dynamic_smem > 48 * 1024)
         KB_CU(d.cuFuncSetAttribute(fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(ls_.dynamic_smem)));
     }
@@ -80,7 +87,7 @@ class CudaExecutable : public Executable {
     digest_.reset();
     drop_graphs();
     cublas_.reset();
-    for (CUdeviceptr p : {dA_, dB_, dC_, dMaps_, l2_, gaps_[0], gaps_[1], gaps_[2]})
+    for (CUdeviceptr p : {dA_, dB_, dC_, dMaps_, l2_, gaps_[0], gaps_[1], gaps_[2], dScratch_[0], dScratch_[1]})
       if (p) d.cuMemFree(p);
     if (start_) d.cuEventDestroy(start_);
     if (stop_) d.cuEventDestroy(stop_);
@@ -129,6 +136,7 @@ class CudaExecutable : public Executable {
     // Poison C with NaN bit patterns so unwritten elements fail the check.
     KB_CU(d.cuMemsetD8Async(dC_, 0xff, size_t(shape.M * shape.N) * sizeof(float), stream_));
     if (ls_.args == ArgStyle::TensorMaps) encode_maps();
+    if (triton_) bind_triton();
     KB_CU(d.cuStreamSynchronize(stream_));
   }
 
@@ -263,8 +271,21 @@ class CudaExecutable : public Executable {
     }
   }
 
+  // The Triton launch for this shape: its grid, its scratch buffers (sized by the grid), its arguments.
+  void bind_triton() {
+    bound_ = triton_->plan(shape_, sms_);
+    const size_t bytes[2] = {bound_.global_scratch_bytes, bound_.profile_scratch_bytes};
+    for (int i = 0; i < 2; ++i) {  // NULL when the release asks for none, as Triton's own launcher passes
+      if (dScratch_[i]) KB_CU(driver().cuMemFree(dScratch_[i]));
+      dScratch_[i] = 0;
+      if (bytes[i]) KB_CU(driver().cuMemAlloc(&dScratch_[i], bytes[i]));
+    }
+    triton_->bind(bound_, shape_, sms_, &dA_, &dB_, &dC_, &dScratch_[0], &dScratch_[1]);
+  }
+
   void launch() {
     if (ls_.args == ArgStyle::Library) return cublas_->gemm(art_.dtype, shape_, dA_, dB_, dC_);
+    if (triton_) return triton_->launch(fn_, stream_, bound_);
     int M = int(shape_.M), N = int(shape_.N), K = int(shape_.K);
     unsigned gx, gy = 1;
     if (ls_.args == ArgStyle::TensorMaps) {
@@ -350,6 +371,9 @@ class CudaExecutable : public Executable {
   std::string device_name_;
   std::unique_ptr<DeviceDigest> digest_;
   std::unique_ptr<CublasGemm> cublas_;  // ArgStyle::Library only
+  std::unique_ptr<TritonLaunch> triton_;  // ArgStyle::Triton only
+  TritonLaunch::Bound bound_;
+  CUdeviceptr dScratch_[2] = {0, 0};     // Triton's global and profile scratch (0 when unused)
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "backends/kernel_decl.h"
+#include "backends/triton/triton_kernels.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -209,7 +210,11 @@ KernelDecl cublas() {
 }  // namespace
 
 const std::vector<KernelDecl>& cuda_kernels() {
-  static const std::vector<KernelDecl> k = {matmul_tiled(), matmul_ws_sm80(), matmul_ws_sm90(), cublas()};
+  static const std::vector<KernelDecl> k = [] {
+    std::vector<KernelDecl> v = {matmul_tiled(), matmul_ws_sm80(), matmul_ws_sm90(), cublas()};
+    for (auto& t : triton::triton_kernel_decls("cuda")) v.push_back(std::move(t));
+    return v;
+  }();
   return k;
 }
 
@@ -287,6 +292,11 @@ LaunchShape launch_shape(const std::string& kernel, const Params& p, DType dtype
   }
   if (is_library_kernel(kernel)) {
     s.args = ArgStyle::Library;
+    return s;
+  }
+  if (triton::find_triton_spec(kernel)) {  // the cubin's metadata refines this (TritonLaunch)
+    s.args = ArgStyle::Triton;
+    s.threads = int(32 * p.get_int_or("NUM_WARPS", 4));
     return s;
   }
   throw InputError(fmt::format("unknown CUDA kernel '{}'", kernel));

@@ -32,7 +32,8 @@ double theoretical_occupancy(const ArchLimits& a, int regs_per_thread, int threa
 
 // Pointers: kb_matmul(A, B, C, M, N, K); TensorMaps: kb_matmul(mapA, mapB, C, M, N, K) (TMA kernels);
 // Library: no cubin, the launch is a library call (cuBLAS' cublasGemmEx, backends/cuda/cublas_gemm.h).
-enum class ArgStyle { Pointers, TensorMaps, Library };
+// Triton: a Triton cubin, its arguments as its launch.json says (backends/cuda/triton_launch.h).
+enum class ArgStyle { Pointers, TensorMaps, Library, Triton };
 
 struct LaunchShape {
   int threads = 0;            // per block (1-D)

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "backends/hip/amdgpu_code_object.h"
+#include "backends/triton/triton_compile.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_kernels.h"
 #include "core/error.h"
@@ -179,7 +180,7 @@ class HipBackend : public Backend {
   }
 
   const std::vector<KernelDecl>& kernels() const override { return hip_kernels(); }
-  std::vector<std::string> kinds() const override { return {"hipcc", "clang-hip", "hiprtc"}; }
+  std::vector<std::string> kinds() const override { return {"hipcc", "clang-hip", "hiprtc", "triton"}; }
 
   std::vector<Toolchain> presets() const override {
     std::vector<Toolchain> out;
@@ -207,6 +208,7 @@ class HipBackend : public Backend {
       add("clang19-hip-gfx90a", "clang-hip", "clang++-19", "gfx90a", "clang-19 -x hip with the ROCm headers");
       add("clang19-hip-gfx942", "clang-hip", "clang++-19", "gfx942", "clang-19 -x hip -nogpuinc -nogpulib");
     }
+    for (auto& t : triton::presets("hip")) out.push_back(std::move(t));
     if (file_exists("/usr/lib/llvm-16/bin/clang++") && file_exists("/usr/lib/llvm-16/bin/ld.lld"))
       add("clang16-hip-gfx90a", "clang-hip", "/usr/lib/llvm-16/bin/clang++", "gfx90a",
           "clang-16 -x hip with the ROCm headers (lld-16)");
@@ -218,6 +220,7 @@ class HipBackend : public Backend {
   }
 
   void identify(Toolchain& tc) const override {
+    if (tc.kind == "triton") return triton::identify(tc);
     if (tc.kind != "hiprtc") {
       identify_compiler_binary(tc, version_argv(tc));
       return;
@@ -251,6 +254,8 @@ class HipBackend : public Backend {
       throw InputError(fmt::format("HIP toolchain '{}' has no target (e.g. target: gfx90a)", tc.name));
     if (auto why = k.check_params ? k.check_params(req.params, req.dtype, tc.target) : std::nullopt)
       throw InputError(fmt::format("{}[{}]/{}: {}", k.name, req.params.str(), to_string(req.dtype), *why));
+    if (auto why = k.language_mismatch(tc.name, tc.kind)) throw InputError(*why);
+    if (tc.kind == "triton") return compile_triton(req);
     if (auto why = hip_path_unsupported(tc)) throw InputError(fmt::format("toolchain '{}': {}", tc.name, *why));
 
     std::string out = req.out_dir + "/kernel.hsaco";
@@ -283,10 +288,27 @@ class HipBackend : public Backend {
   std::unique_ptr<Executable> load(const Artifact& art) override {
     Availability av = available();
     if (!av.ok) throw EnvError(av.reason);
+    if (triton::find_triton_spec(art.kernel))
+      throw EnvError(fmt::format("{}: launching Triton code objects through HIP is not built yet (compile and "
+                                 "static metrics only)", art.kernel));
     return make_hip_executable(*hip_api(), art);
   }
 
  private:
+  // A Triton kernel through the one Triton compile path; metrics from the code object's metadata note.
+  static Artifact compile_triton(const CompileRequest& req) {
+    triton::Compiled c = triton::compile(req);
+    Artifact a = make_artifact(req, c.binary_path, c.entry, c.compile_s, c.log);
+    auto elf = ElfFile::open(c.binary_path);
+    a.code_hash = hip_code_hash(elf);
+    a.code_bytes = hip_code_bytes(elf);
+    const int threads = c.num_warps * 64;  // a Triton "warp" is a wavefront of 64 on CDNA
+    a.metrics = hip_static_metrics(elf, a.entry, req.toolchain->target, threads, c.shared_bytes);
+    a.metrics["dynamic_lds_bytes"] = double(c.shared_bytes);
+    a.metrics["num_warps"] = c.num_warps;
+    return a;
+  }
+
   static Availability probe() {
     std::string why;
     const HipApi* api = hip_api(&why);
@@ -358,10 +380,13 @@ int64_t hip_code_bytes(const ElfFile& elf) {
 }
 
 std::map<std::string, double> hip_static_metrics(const ElfFile& elf, const std::string& symbol,
-                                                  const std::string& target, int threads) {
+                                                  const std::string& target, int threads, int64_t dynamic_lds) {
   AmdgpuCodeObject co = read_amdgpu_code_object(elf);
-  const AmdgpuKernelInfo* k = co.find(symbol);
-  if (!k) throw InputError(fmt::format("{}: no metadata for kernel '{}'", elf.name(), symbol));
+  const AmdgpuKernelInfo* found = co.find(symbol);
+  if (!found) throw InputError(fmt::format("{}: no metadata for kernel '{}'", elf.name(), symbol));
+  AmdgpuKernelInfo with_dynamic = *found;
+  with_dynamic.group_segment_bytes += dynamic_lds;
+  const AmdgpuKernelInfo* k = &with_dynamic;
   std::map<std::string, double> m;
   m["vgprs"] = double(k->vgpr_count);
   m["agprs"] = double(k->agpr_count);
@@ -369,6 +394,7 @@ std::map<std::string, double> hip_static_metrics(const ElfFile& elf, const std::
   m["vgpr_spills"] = double(k->vgpr_spill_count);
   m["sgpr_spills"] = double(k->sgpr_spill_count);
   m["lds_bytes"] = double(k->group_segment_bytes);
+  if (dynamic_lds) m["dynamic_lds_bytes"] = double(dynamic_lds);
   m["scratch_bytes"] = double(k->private_segment_bytes);
   m["threads_per_block"] = double(threads);
   m["max_flat_workgroup_size"] = double(k->max_flat_workgroup_size);

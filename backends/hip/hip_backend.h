@@ -21,10 +21,11 @@ int hip_clang_major(const Toolchain& tc);
 
 // Static metrics of a kernel in a code object: vgprs (unified count of the metadata), agprs, sgprs,
 // vgpr_spills, sgpr_spills, lds_bytes, scratch_bytes, occupancy (waves per SIMD for the target and
-// `threads`), occupancy limits, threads_per_block, max_flat_workgroup_size. Throws InputError if the
-// code object or the kernel's metadata is missing.
+// `threads`), occupancy limits, threads_per_block, max_flat_workgroup_size. `dynamic_lds` is LDS the
+// launch asks for on top of the code object's (Triton's): lds_bytes and occupancy include it, and it is
+// reported as dynamic_lds_bytes. Throws InputError if the code object or the kernel's metadata is missing.
 std::map<std::string, double> hip_static_metrics(const ElfFile& code_object, const std::string& kernel_symbol,
-                                                  const std::string& target, int threads);
+                                                  const std::string& target, int threads, int64_t dynamic_lds = 0);
 
 // Code hash and size over `.text` only (`.strtab` carries temporary file names and is not deterministic).
 std::string hip_code_hash(const ElfFile& code_object);

@@ -6,6 +6,7 @@
 
 #include "backends/hip/amdgpu_code_object.h"
 #include "backends/kernel_decl.h"
+#include "backends/triton/triton_kernels.h"
 #include "core/error.h"
 
 namespace kb {
@@ -160,7 +161,11 @@ KernelDecl matmul_ws() {
 }  // namespace
 
 const std::vector<KernelDecl>& hip_kernels() {
-  static const std::vector<KernelDecl> k = {matmul_tiled(), matmul_ws()};
+  static const std::vector<KernelDecl> k = [] {
+    std::vector<KernelDecl> v = {matmul_tiled(), matmul_ws()};
+    for (auto& t : triton::triton_kernel_decls("hip")) v.push_back(std::move(t));
+    return v;
+  }();
   return k;
 }
 

@@ -186,6 +186,14 @@ TEST(Descend, InvalidPinsAreClearErrors) {
   }
   EXPECT_THROW(pin_token("--upload-pack=x", "f"), kb::InputError);
   EXPECT_EQ(pin_token("  abc123 # comment\n", "f"), "abc123");
+  // Triton's two pin files: cmake/llvm-hash.txt (a sha and a newline) and cmake/llvm-info.json.
+  EXPECT_EQ(pin_token("4611156032e1ebac68b2b8f6107b1475a7c60800\n", "cmake/llvm-hash.txt"),
+            "4611156032e1ebac68b2b8f6107b1475a7c60800");
+  EXPECT_EQ(pin_token("{\n  \"llvm_hash\": \"4611156032e1ebac68b2b8f6107b1475a7c60800\",\n  \"build_number\": 1,\n"
+                      "  \"sha256sum\": {\"ubuntu-x64\": \"38a3d119\"}\n}\n", "cmake/llvm-info.json"),
+            "4611156032e1ebac68b2b8f6107b1475a7c60800");
+  EXPECT_THROW(pin_token("{\"build_number\": 1}", "cmake/llvm-info.json"), kb::InputError);
+  EXPECT_THROW(pin_token("{\"llvm_hash\": \"--upload-pack=x\"}", "cmake/llvm-info.json"), kb::InputError);
 }
 
 TEST(Descend, ConfigErrorsNameTheField) {

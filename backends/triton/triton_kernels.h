@@ -1,0 +1,53 @@
+// The Triton kernels kbisect ships (kernels/triton/matmul.py): each declared once here and compiled by
+// the cuda and hip backends alike from the same source, by a toolchain of kind "triton". A declaration
+// is a KernelDecl (parameters, dtypes, configs, the tunable space, constraints) plus the TritonSpec the
+// compile driver and the launcher need: the signature, which arguments are assumed divisible by 16, the
+// grid and what a release must offer.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/kernel.h"
+
+namespace kb::triton {
+
+// One kernel argument. `type` is Triton's ("*fp16", "i32", "constexpr"); in a declaration a pointer may
+// say "*A" / "*B" (the operand's dtype) and the value of a scalar or constexpr is an expression over the
+// problem (M, N, K, NUM_SMS), the kbisect parameters and IEEE (1 for fp32 operands).
+struct TritonArg {
+  std::string name;
+  std::string type;
+  std::string value;      // expression: scalars and constexprs; for pointers the operand: "A", "B", "C"
+  bool divisible = false; // compiled with tt.divisibility=16 (the JIT's "D" specialization)
+};
+
+// A release/target combination that cannot take a kernel: skipped with the reason (before compiling).
+struct UnsupportedRule {
+  std::string backend;  // "cuda" | "hip"
+  std::string arch;     // "sm_80", "gfx942", ... ("" for every arch of the backend)
+  std::string below;    // a Triton version; the rule holds for releases older than it ("" for every release)
+  std::string reason;
+};
+
+struct TritonSpec {
+  std::string function;                 // the @triton.jit function in the source
+  std::vector<TritonArg> args;          // in the function's order
+  std::vector<std::string> grid;        // 1 to 3 expressions
+  std::vector<std::string> requires_features;  // "warp_specialize", "device_tensor_descriptor"
+  std::vector<UnsupportedRule> unsupported;
+  // A text the TTGIR must hold after the compile, else the case is skipped with `expect_reason`
+  // (a loop asked to be warp-specialized that the release compiled without it).
+  std::string expect_ttgir, expect_reason;
+};
+
+// The Triton kernels declared for `backend` ("cuda" or "hip"): the same declarations, one per backend.
+std::vector<KernelDecl> triton_kernel_decls(const std::string& backend);
+// The spec of a Triton kernel by name; nullptr when `kernel` is not one.
+const TritonSpec* find_triton_spec(const std::string& kernel);
+
+// The compile driver shipped with the kernels (kernels/triton/kb_triton_aot.py), relative to the kernel
+// directory; hashed into every Triton kernel's cache key.
+inline constexpr const char* kDriverSource = "triton/kb_triton_aot.py";
+
+}  // namespace kb::triton
