@@ -76,7 +76,7 @@ extern "C" __attribute__((global)) void lds_k(float* p) {
 TEST(HipBackend, RegistryAndPresets) {
   EXPECT_EQ(hip().name(), "hip");
   auto kinds = hip().kinds();
-  EXPECT_EQ(kinds, (std::vector<std::string>{"hipcc", "clang-hip", "hiprtc"}));
+  EXPECT_EQ(kinds, (std::vector<std::string>{"hipcc", "clang-hip", "hiprtc", "triton"}));
   std::set<std::string> names;
   for (const auto& t : hip().presets()) {
     names.insert(t.name);
