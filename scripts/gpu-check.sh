@@ -39,6 +39,8 @@ bundle_limit_mib=40
 bundled_bins=(kbisect kbisect-worker tests/test_backends_cuda)
 
 in_run=""  # inside the run, the tally line is printed once, after the run
+scratch=()  # temp directories, removed however the script ends
+trap 'rm -rf -- "${scratch[@]}"' EXIT
 die() { echo "gpu-check: $*" >&2; [[ -n "$in_run" ]] || echo "gpu-check: 0 passed, 1 failed"; exit 1; }
 log() { echo "[gpu-check $(date +%H:%M:%S)] $*"; }
 
@@ -140,7 +142,8 @@ pack() {
   done
   rm -rf "$dest"
   mkdir -p "$dest/bin" "$dest/lib"
-  tmp=$(mktemp -d)
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-pack.XXXXXX")
+  scratch+=("$tmp")
   for b in "${bundled_bins[@]}"; do
     name=$(basename "$b")
     strip --strip-all -o "$tmp/$name" "$build_dir/$b"
@@ -177,7 +180,10 @@ fi
 # ---------------------------------------------------------------- --rehearse (no GPU, here)
 if [[ "$mode" == rehearse ]]; then
   work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-rehearse.XXXXXX")
-  trap 'rm -rf "$work"' EXIT
+  scratch+=("$work")
+  # Everything the rehearsal starts (the unpacked run, its compilers) puts its temp files in here too.
+  mkdir "$work/tmp"
+  export TMPDIR="$work/tmp"
   fails=0
   fail() { echo "rehearse: FAIL $*"; fails=$((fails + 1)); }
   pack "$work/bundle" | tee "$work/pack.txt"
@@ -235,7 +241,7 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+scratch+=("$work")
 run_check() {
 in_run=1
 exec 3>&1  # the budget lines go here even when a step's own output is redirected

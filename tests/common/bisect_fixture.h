@@ -11,6 +11,7 @@
 
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "tests/common/test_tmp.h"
 
 namespace kbtest {
 
@@ -27,7 +28,7 @@ class GitRepo {
     git({"init", "-q", "-b", "main"});
   }
   ~GitRepo() {
-    if (!getenv("KBISECT_KEEP_TEST_REPO")) kb::remove_tree(dir_);
+    kbtest::remove_test_dir(dir_);
   }
   GitRepo(const GitRepo&) = delete;
   GitRepo& operator=(const GitRepo&) = delete;

@@ -22,6 +22,7 @@
 
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "tests/common/test_tmp.h"
 
 namespace kbtest {
 
@@ -99,7 +100,7 @@ class LocalSlurm {
   void stop() {
     if (dir_.empty()) return;
     for (const std::string& pf : {d_pid_, ctld_pid_, munge_pid_}) stop_pid_file(pf);
-    if (!getenv("KBISECT_KEEP_TEST_REPO")) kb::remove_tree(dir_);
+    remove_test_dir(dir_);
     dir_.clear();
     up_ = false;
   }

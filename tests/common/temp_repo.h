@@ -14,6 +14,7 @@
 
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "tests/common/test_tmp.h"
 
 namespace kbtest {
 
@@ -31,7 +32,7 @@ class TempRepo {
     git({"init", "-q", "-b", "up"});
   }
   ~TempRepo() {
-    if (!getenv("KBISECT_KEEP_TEST_REPO")) kb::remove_tree(dir_);
+    kbtest::remove_test_dir(dir_);
   }
   TempRepo(const TempRepo&) = delete;
   TempRepo& operator=(const TempRepo&) = delete;

@@ -26,6 +26,7 @@
 #include "harness/ab.h"
 #include "harness/block_worker.h"
 #include "harness/measure.h"
+#include "tests/common/test_tmp.h"
 
 using namespace kb;
 
@@ -34,7 +35,8 @@ namespace {
 // One compiled CPU kernel and factories that load it afresh and prepare it on a small GEMM.
 struct LoadedKernel {
   Backend& be = *find_backend("cpu");
-  CompileCache cache{temp_dir("kb-placement-cache")};
+  kbtest::TestDir cache_dir{"kb-placement-cache"};
+  CompileCache cache{cache_dir.path};
   Toolchain tc;
   Artifact art;
   Shape shape{32, 32, 32};

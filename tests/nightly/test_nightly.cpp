@@ -22,6 +22,7 @@
 #include "tests/common/slurm_fixture.h"
 #include "tests/common/svg_checks.h"
 #include "tests/common/bisect_fixture.h"
+#include "tests/common/test_tmp.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -34,7 +35,7 @@ const std::string kTiny = KBISECT_SOURCE_DIR "/tests/data/nightly/tiny.yaml";
 struct TempDir {
   std::string path = kb::temp_dir("kb-nightly-test");
   ~TempDir() {
-    if (!getenv("KBISECT_KEEP_TEST_REPO")) kb::remove_tree(path);
+    kbtest::remove_test_dir(path);
   }
 };
 

@@ -17,6 +17,7 @@
 #include "tune/race.h"
 #include "tune/space.h"
 #include "tune/tuner.h"
+#include "tests/common/test_tmp.h"
 
 namespace kb::tune {
 namespace {
@@ -284,7 +285,8 @@ TEST(TunedTable, ConfigTunedInASweep) {
 
 // Bad input: the CLI's exit code 2 with the field named.
 int run_cli(const std::string& args, std::string& err) {
-  const std::string out = temp_dir("kb-tune-cli") + "/err.txt";
+  kbtest::TestDir dir("kb-tune-cli");
+  const std::string out = dir.path + "/err.txt";
   int rc = std::system((std::string(KBISECT_BINARY_DIR) + "/kbisect tune " + args + " 2>" + out + " >/dev/null").c_str());
   err = read_file(out);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
