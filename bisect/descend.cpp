@@ -260,4 +260,28 @@ std::string inner_line(const DescendResult& d) {
   return fmt::format("inner verdict: {}", o.verdict);
 }
 
+std::string BisectAndDescent::descent_line() const {
+  if (descent.status == "not-configured") return "";
+  return descent.status == "descended" ? inner_line(descent) : descent.line;
+}
+
+BisectAndDescent bisect_and_descend(const BisectConfig& cfg, const std::string& workdir, bool resume, const Log& log,
+                                    bool report_improvements, int workers) {
+  BisectAndDescent r;
+  r.run = bisect(cfg, workdir, resume, log, report_improvements, workers);
+  try {
+    r.descent = descend(cfg, r.run, resume, log);
+  } catch (const InputError& e) {
+    DescendResult& d = r.descent;
+    d = DescendResult{};
+    d.status = "error";
+    d.pin_file = cfg.descend ? cfg.descend->pin_file : "";
+    d.line = fmt::format("descent failed: {}", e.what());
+    d.json = {{"status", "error"}, {"summary", d.line}, {"pin_file", d.pin_file}};
+    update_outer_reports(r.run, d);
+    if (log) log(d.line);
+  }
+  return r;
+}
+
 }  // namespace kb::bisect

@@ -59,4 +59,22 @@ DescendResult descend(const BisectConfig& outer, const BisectRun& outer_run, boo
 // "inner culprit: <sha> <subject>" or "inner verdict: <verdict>" (empty when there was no descent).
 std::string inner_line(const DescendResult& d);
 
+// A bisection followed, when the config has `descend:`, by the descent into its culprit's pin bump: what
+// every caller runs (`kbisect bisect`, the nightly's auto-bisect inline, a bisection running as a Slurm job),
+// so that none of them stops at the commit that bumps the pin.
+struct BisectAndDescent {
+  BisectRun run;
+  // status not-configured without `descend:`; "error" when the descent could not start (an invalid or
+  // unknown pin): `line` then holds the error's message and the outer reports say so.
+  DescendResult descent;
+  // The line a caller prints before the final line: the inner culprit or verdict, why there was no descent,
+  // or the error; empty without `descend:`.
+  std::string descent_line() const;
+};
+
+// Runs bisect() (same arguments) and then descend(). An InputError of the descent (naming the pin file and
+// the outer commit) is caught and returned as descent.status "error", so that the outer verdict is kept.
+BisectAndDescent bisect_and_descend(const BisectConfig& cfg, const std::string& workdir, bool resume, const Log& log = nullptr,
+                                    bool report_improvements = false, int workers = 0);
+
 }  // namespace kb::bisect

@@ -31,7 +31,11 @@ int run(const Args& a) {
   bisect::BisectConfig cfg = bisect::load_bisect_config(a.config);
   bisect::Log log;
   if (!a.quiet) log = [](const std::string& s) { std::cerr << s << "\n"; };
-  bisect::BisectRun r = bisect::bisect(cfg, a.workdir, a.resume, log, a.report_improvements, a.parallel);
+  // The bisection and, with `descend:`, the descent into the culprit's pin bump (bisect/descend.h).
+  const bisect::BisectAndDescent full = bisect::bisect_and_descend(cfg, a.workdir, a.resume, log, a.report_improvements, a.parallel);
+  // A pin that cannot be read or resolved is bad input (exit 2), after the outer reports recorded it.
+  if (full.descent.status == "error") throw InputError(full.descent.line);
+  const bisect::BisectRun& r = full.run;
   const auto& o = r.outcome;
   std::cout << fmt::format("{}\n", o.summary);
   for (const auto& c : o.culprits) {
@@ -48,9 +52,7 @@ int run(const Args& a) {
   std::cout << fmt::format("spent: {} builds, {} timing samples, {:.1f} s ({} steps in {} rounds, {} measured)\n",
                            o.builds, o.samples, o.wall_s, o.visited, o.rounds, o.measured_steps);
   std::cout << fmt::format("reports: {} {} {}\n", r.result_json, r.report_md, r.report_html);
-  // Descent into a pin bump (bisect/descend.h): no-op without `descend:` in the config.
-  const bisect::DescendResult d = bisect::descend(cfg, r, a.resume, log);
-  if (d.status != "not-configured") std::cout << (d.status == "descended" ? bisect::inner_line(d) : d.line) << "\n";
+  if (const std::string d = full.descent_line(); !d.empty()) std::cout << d << "\n";
   std::cout << bisect::final_line(o, r.commits) << std::endl;
   return exit_code_for(o);
 }

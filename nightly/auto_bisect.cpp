@@ -1,10 +1,12 @@
 // Auto-bisect of the finish step: one bisection per (good, bad) compiler range over every new alert with
-// that range, inline (bisect/bisector) or as a Slurm job.
+// that range, inline (bisect/descend.h's bisect_and_descend: descends into a pin bump with bisect.descend)
+// or as a Slurm job (`kbisect bisect`, which does the same).
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "bisect/bisector.h"
 #include "bisect/config.h"
+#include "bisect/descend.h"
 #include "bisect/report.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -94,11 +96,14 @@ void submit_bisect(const Context& cx, const std::string& workdir, BisectRecord& 
   br.report_md = workdir + "/report.md";
 }
 
+// The bisection and, with bisect.descend, the descent into its culprit's pin bump (as `kbisect bisect` does).
 void run_bisect(const std::string& workdir, BisectRecord& br, const Log& log) {
   const bisect::BisectConfig bc = bisect::load_bisect_config(br.config);
-  bisect::BisectRun run = bisect::bisect(bc, workdir, false, log);
+  const bisect::BisectAndDescent full = bisect::bisect_and_descend(bc, workdir, false, log);
+  const bisect::BisectRun& run = full.run;
   br.status = "ran";
   br.final_line = bisect::final_line(run.outcome, run.commits);
+  br.descent_line = full.descent_line();
   br.report_html = run.report_html;
   br.report_md = run.report_md;
   if (file_exists(run.result_json)) br.result = json::parse(read_file(run.result_json));

@@ -159,6 +159,22 @@ void parse_slurm(const YamlCtx& cx, const YAML::Node& s, NightlyConfig& c) {
     c.slurm_poll_s = checked_number(cx, s["poll_s"], "slurm.poll_s", [](double v) { return v > 0; }, "must be positive");
 }
 
+// Parses `probe_text`, a bisect config made of this config's parts, with the bisector's parser. The probe's
+// own positions mean nothing to the user: an error points at `node` and names `field` instead.
+void probe(const YamlCtx& cx, const std::string& probe_text, const YAML::Node& node, const std::string& field) {
+  try {
+    bisect::parse_bisect_config(probe_text, cx.origin);
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    const std::string prefix = cx.origin + ":";
+    if (msg.rfind(prefix, 0) == 0) {
+      auto p = msg.find(": ", prefix.size());
+      if (p != std::string::npos) msg = msg.substr(p + 2);
+    }
+    cx.fail(node, field + ": " + msg);
+  }
+}
+
 void parse_compiler(const YamlCtx& cx, const YAML::Node& cm, const std::string& base, NightlyConfig& c) {
   if (!cm.IsMap()) cx.fail(cm, "'compiler' must be a mapping {repo, ref, provider}");
   check_yaml_keys(cx, cm, "compiler", {"repo", "ref", "provider"});
@@ -171,24 +187,25 @@ void parse_compiler(const YamlCtx& cx, const YAML::Node& cm, const std::string& 
   if (spec.ref.empty() || spec.ref[0] == '-') cx.fail(cm["ref"], fmt::format("'compiler.ref' = '{}' is not a ref", spec.ref));
   if (!cm["provider"]) cx.fail(cm, "'compiler' is missing field 'provider' (build, prebuilt or in_tree)");
   spec.provider_yaml = emit_flow(cm["provider"]);
-  try {
-    bisect::parse_bisect_config(provider_probe_text(spec), cx.origin);
-  } catch (const InputError& e) {
-    // The probe's own positions mean nothing to the user: point at the provider node instead.
-    std::string msg = e.what();
-    const std::string prefix = cx.origin + ":";
-    if (msg.rfind(prefix, 0) == 0) {
-      auto p = msg.find(": ", prefix.size());
-      if (p != std::string::npos) msg = msg.substr(p + 2);
-    }
-    cx.fail(cm["provider"], "compiler.provider: " + msg);
-  }
+  probe(cx, provider_probe_text(spec), cm["provider"], "compiler.provider");
   c.compiler = spec;
 }
 
-void parse_bisect(const YamlCtx& cx, const YAML::Node& b, NightlyConfig& c) {
-  if (!b.IsMap()) cx.fail(b, "'bisect' must be a mapping {enabled, threshold, scheduler, budgets, measure, parallel}");
-  check_yaml_keys(cx, b, "bisect", {"enabled", "threshold", "scheduler", "budgets", "measure", "parallel"});
+// bisect.descend: copied into the generated bisect configs with its repo made absolute (they live under
+// ROOT/<date>/bisect/K/), validated by the bisector's own parser against the compiler's repository.
+void parse_bisect_descend(const YamlCtx& cx, const YAML::Node& d, const std::string& base, NightlyConfig& c) {
+  if (!d.IsMap()) cx.fail(d, "'bisect.descend' must be a mapping {pin_file, repo, provider}");
+  YAML::Node copy = YAML::Clone(d);
+  if (d["repo"]) copy["repo"] = absolute_from(base, yaml_scalar(cx, d["repo"], "bisect.descend.repo"));
+  const std::string text = emit_flow(copy);
+  if (c.compiler) probe(cx, provider_probe_text(*c.compiler) + "\ndescend: " + text + "\n", d, "bisect.descend");
+  c.bisect.passthrough.emplace_back("descend", text);
+}
+
+void parse_bisect(const YamlCtx& cx, const YAML::Node& b, const std::string& base, NightlyConfig& c) {
+  if (!b.IsMap())
+    cx.fail(b, "'bisect' must be a mapping {enabled, threshold, scheduler, budgets, measure, parallel, descend}");
+  check_yaml_keys(cx, b, "bisect", {"enabled", "threshold", "scheduler", "budgets", "measure", "parallel", "descend"});
   if (b["enabled"]) c.bisect.enabled = boolean(cx, b["enabled"], "bisect.enabled");
   if (b["threshold"]) {
     fraction(cx, b["threshold"], "bisect.threshold");
@@ -201,6 +218,7 @@ void parse_bisect(const YamlCtx& cx, const YAML::Node& b, NightlyConfig& c) {
   }
   for (const char* k : {"budgets", "measure", "parallel"})
     if (b[k]) c.bisect.passthrough.emplace_back(k, emit_flow(b[k]));
+  if (b["descend"]) parse_bisect_descend(cx, b["descend"], base, c);
   if (c.bisect.enabled && !c.compiler)
     cx.fail(b, "'bisect' needs a 'compiler' section (repo, ref, provider) to know what to bisect");
 }
@@ -236,7 +254,7 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
   if (const auto n = root["changepoints"]) parse_changepoints(cx, n, c);
   if (const auto n = root["slurm"]) parse_slurm(cx, n, c);
   if (const auto n = root["compiler"]) parse_compiler(cx, n, base, c);
-  if (const auto n = root["bisect"]) parse_bisect(cx, n, c);
+  if (const auto n = root["bisect"]) parse_bisect(cx, n, base, c);
   return c;
 }
 

@@ -60,6 +60,7 @@ struct BisectRecord {
   std::vector<std::string> cases;
   std::string status;  // ran | submitted | skipped | error
   std::string note, final_line, job_id, report_html, report_md;
+  std::string descent_line;  // with bisect.descend: "inner culprit: ..." or why there was no descent
   nlohmann::json result;
 };
 
@@ -113,7 +114,8 @@ struct Markup {
 };
 // An alert's reasons, "; "-separated (not escaped).
 std::string reasons_text(const Alert& a);
-// "GOOD..BAD (date → date), N case(s): STATUS — final line — note", escaped; without the report link.
+// "GOOD..BAD (date → date), N case(s): STATUS — final line — descent line — note", escaped; without the
+// report link.
 std::string bisection_line(const BisectRecord& b, const Markup& m);
 // The verdict table's cells of a compared case (not escaped): last, tonight, effect, 95% CI.
 std::vector<std::string> verdict_numbers(const CaseComparison& cc);

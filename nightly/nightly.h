@@ -34,7 +34,7 @@ struct BisectSpec {
   bool enabled = true;
   std::optional<std::string> threshold;  // as written ("2%"); default: compare threshold
   std::string scheduler = "inline";      // inline | slurm
-  std::vector<std::pair<std::string, std::string>> passthrough;  // key -> emitted YAML (budgets, measure, parallel)
+  std::vector<std::pair<std::string, std::string>> passthrough;  // key -> emitted YAML (budgets, measure, parallel, descend)
 };
 
 struct NightlyConfig {

@@ -34,6 +34,7 @@ json report_json(const Context& cx) {
     j["bisections"].push_back({{"dir", b.dir}, {"config", b.config}, {"good", b.good_sha}, {"bad", b.bad_sha},
                                {"good_date", b.good_date}, {"bad_date", b.bad_date}, {"cases", b.cases},
                                {"status", b.status}, {"note", b.note}, {"final_line", b.final_line},
+                               {"descent_line", b.descent_line},
                                {"job_id", b.job_id}, {"result", b.result}});
   return j;
 }
@@ -132,6 +133,7 @@ std::string bisection_line(const BisectRecord& b, const Markup& m) {
   s += fmt::format("({} → {}), {} case(s): {}{}{}", m.escape(b.good_date), m.escape(b.bad_date), b.cases.size(), m.bold_open,
                    m.escape(b.status), m.bold_close);
   if (!b.final_line.empty()) s += " — " + m.escape(b.final_line);
+  if (!b.descent_line.empty()) s += " — " + m.escape(b.descent_line);
   if (!b.note.empty()) s += " — " + m.escape(b.note);
   return s;
 }
