@@ -5,11 +5,15 @@
 //              [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F]
 //              [--block-rounds N (0: one load per commit)] [--load-sd F (placement offset per load)]
 //              [--threads N] [--seed S] [--extra-histories N (0: the spec scenario only)]
+//              [--build-min F] [--measure-min F] [--wall-histories N (0: no wall-clock table)] [--wall-only]
+//              [--spec-depth N (levels speculated below a round that waits for a build)]
 //
 // After the spec's scenario (one step, the three methods), further scenarios on the same model: Pinpoint
 // told that the regression exists (no reproduction gate), the expected measured fraction from the model
 // (analytic), a realistic code-change rate, prior weights (uniform / informative / misleading), parallel
-// rounds (P = 1, 3, 7) and several changes (two regressions and a partial recovery).
+// rounds (P = 1, 3, 7) and several changes (two regressions and a partial recovery). Then the wall-clock
+// table (bisect/simulate_wall.h; --wall-only prints only it): sequential, `parallel: P` on one node, and
+// 1, 4, 8, 16 builders with speculation, for builds of --build-min minutes.
 // Last line (the spec scenario): bisect_sim: accuracy=<a> median_builds=<b> median_samples=<c>
 // pinpoint_samples=<d> measured_fraction=<e>
 #include <algorithm>
@@ -19,13 +23,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "bisect/bisector.h"
 #include "bisect/simulate.h"
+#include "bisect/simulate_wall.h"
 #include "stats/stats.h"
 
 using namespace kb::bisect;
@@ -102,6 +109,72 @@ double sprt_samples_per_step(int commits, double step, double cv) {
 
 double median_of(std::vector<double> v) { return v.empty() ? 0 : kb::stats::median(v); }
 
+// The wall-clock table (bisect/simulate_wall.h): the same histories bisected sequentially, with today's
+// `parallel: P` on one node, and with B builders that speculate; per row the median and mean wall time to
+// the verdict, the builds started and cancelled, and the accuracy of the decisions replayed.
+void wall_table(const SimConfig& c, int histories, int threads, uint64_t seed, const WallConfig& base) {
+  struct Row {
+    std::string name;
+    int workers;
+    bool cluster;
+    int builders;
+  };
+  const std::vector<Row> rows = {{"sequential (parallel: 1, one node)", 1, false, 1},
+                                 {"parallel: 3, one node", 3, false, 1},
+                                 {"parallel: 7, one node", 7, false, 1},
+                                 {"1 builder, speculation", 1, true, 1},
+                                 {"4 builders, speculation", 1, true, 4},
+                                 {"8 builders, speculation", 1, true, 8},
+                                 {"16 builders, speculation", 1, true, 16},
+                                 {"8 builders, parallel: 3, speculation", 3, true, 8}};
+  const size_t nh = size_t(histories);
+  std::map<int, std::vector<std::pair<MethodResult, std::vector<WallRound>>>> runs;  // per workers
+  for (int P : {1, 3, 7}) {
+    auto& v = runs[P];
+    v.resize(nh);
+    parallel_for(histories, threads, [&](int i) {
+      const uint64_t s = seed * 1000003ULL + uint64_t(i);
+      History h = make_history(c, s);
+      Outcome o;
+      RunOptions opt;
+      opt.workers = P;
+      opt.outcome = &o;
+      v[size_t(i)].first = run_kbisect(c, h, s, opt);
+      v[size_t(i)].second = wall_trace(o, h.n);
+    });
+  }
+  std::cout << fmt::format(
+      "wall clock: {} histories of {} commits, B_t = {:.0f} min per build, {:.0f} min per measurement; one node: "
+      "the k builds of a round take k*B_t; builders: speculation up to {} levels, cancellation\n",
+      histories, c.commits, base.build_min, base.measure_min, base.max_depth);
+  std::cout << fmt::format("{:<38} {:>9} {:>9} {:>7} {:>8} {:>10} {:>7} {:>9}\n", "method", "median h", "mean h", "x seq",
+                           "started", "cancelled", "x seq", "accuracy");
+  double seq_wall = 0, seq_builds = 0;
+  for (const Row& row : rows) {
+    WallConfig w = base;
+    w.cluster = row.cluster;
+    w.builders = row.builders;
+    std::vector<double> wall(nh), started(nh), cancelled(nh);
+    double correct = 0;
+    parallel_for(histories, threads, [&](int i) {
+      const uint64_t s = seed * 1000003ULL + uint64_t(i);
+      const History h = make_history(c, s);
+      const auto& [mr, trace] = runs[row.workers][size_t(i)];
+      const WallResult r = wall_clock(trace, row.workers, h.build_fails, w);
+      wall[size_t(i)] = r.wall_min / 60;
+      started[size_t(i)] = r.builds_started;
+      cancelled[size_t(i)] = r.builds_cancelled;
+    });
+    for (const auto& [mr, trace] : runs[row.workers]) correct += mr.correct;
+    const double mw = median_of(wall), ms = median_of(started);
+    double mean = 0;
+    for (double x : wall) mean += x / double(nh);
+    if (seq_wall == 0) seq_wall = mw, seq_builds = ms;
+    std::cout << fmt::format("{:<38} {:>9.2f} {:>9.2f} {:>7.3f} {:>8.0f} {:>10.0f} {:>7.2f} {:>9.3f}\n", row.name, mw, mean,
+                             mw / seq_wall, ms, median_of(cancelled), ms / seq_builds, correct / double(nh));
+  }
+}
+
 }  // namespace
 
 // main reads the options and prints one block of figures per scenario, in the order the docs cite them;
@@ -110,6 +183,9 @@ int main(int argc, char** argv) {
   SimConfig c;
   int histories = 200, extra = 100, threads = int(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t seed = 1;
+  WallConfig wall;
+  int wall_histories = 200;
+  bool wall_only = false;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) {
       if (std::strcmp(argv[i], name) != 0 || i + 1 >= argc) return (const char*)nullptr;
@@ -131,12 +207,22 @@ int main(int argc, char** argv) {
     else if (auto v = arg("--load-sd")) c.load_sd = std::atof(v);
     else if (auto v = arg("--extra-histories")) extra = std::max(0, std::atoi(v));
     else if (auto v = arg("--seed")) seed = std::strtoull(v, nullptr, 10);
+    else if (auto v = arg("--build-min")) wall.build_min = std::atof(v);
+    else if (auto v = arg("--measure-min")) wall.measure_min = std::atof(v);
+    else if (auto v = arg("--wall-histories")) wall_histories = std::max(0, std::atoi(v));
+    else if (std::strcmp(argv[i], "--wall-only") == 0) wall_only = true;
+    else if (auto v = arg("--spec-depth")) wall.max_depth = std::atoi(v);
     else {
       std::cerr << "usage: bisect_sim [--histories N] [--commits N] [--step F] [--cv F] [--outliers F] "
                    "[--build-fail F] [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F] "
-                   "[--block-rounds N] [--load-sd F] [--threads N] [--seed S] [--extra-histories N]\n";
+                   "[--block-rounds N] [--load-sd F] [--threads N] [--seed S] [--extra-histories N] [--build-min F] "
+                   "[--measure-min F] [--wall-histories N] [--wall-only] [--spec-depth N]\n";
       return 2;
     }
+  }
+  if (wall_only) {
+    wall_table(c, wall_histories, threads, seed, wall);
+    return 0;
   }
   std::cout << fmt::format(
       "bisect_sim: {} histories of {} commits; one {:.2f}% step at a random commit; noise CV {:.1f}% lognormal, "
@@ -332,6 +418,10 @@ int main(int argc, char** argv) {
           extra, double(both_regs) / double(ne), double(found_all) / double(ne), spurious, sa.median_builds,
           sa.median_samples, double(one_true) / double(ne), so.median_builds, so.median_samples);
     }
+    std::cout << "\n";
+  }
+  if (wall_histories > 0) {
+    wall_table(c, wall_histories, threads, seed, wall);
     std::cout << "\n";
   }
   std::cout << fmt::format(

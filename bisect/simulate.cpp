@@ -195,6 +195,7 @@ MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, co
   p.report_improvements = opts.report_improvements;
   p.use_hashes = opts.use_hashes;
   Outcome o = run_bisection(p, lab, nullptr);
+  if (opts.outcome) *opts.outcome = o;
   MethodResult r;
   score(r, h, o.verdict, o.verdict == "culprit" || o.verdict == "unverified" ? o.culprit : -1, o.candidates);
   if (o.verdict == "unverified") r.correct = r.exact = false;  // not named with confidence

@@ -80,12 +80,15 @@ struct MethodResult {
   bool all_found = false;  // every true regression (and improvement, when asked) named, nothing else
 };
 
+struct Outcome;  // bisect/bisector.h
+
 // kbisect's settings beyond SimConfig for one run.
 struct RunOptions {
   std::vector<double> weights;  // prior weights per commit (empty: uniform)
   int workers = 1;
   bool several = true, report_improvements = false;
   bool use_hashes = true;
+  Outcome* outcome = nullptr;  // when set, receives the loop's outcome (the wall-clock model replays it)
 };
 
 class SimLab : public Lab {
