@@ -97,6 +97,33 @@ std::string keep_top_level(const std::string& text, const std::vector<std::strin
   return out;
 }
 
+// provider.build.slurm: every build a Slurm job with these sbatch options.
+void read_build_slurm(const Ctx& cx, const YAML::Node& n, ProviderSpec& p) {
+  if (!n.IsMap()) cx.fail(n, "'provider.build.slurm' must be a mapping {partition, time, cpus_per_task, mem, extra, poll_s}");
+  check_keys(cx, n, "provider.build.slurm", {"partition", "time", "cpus_per_task", "mem", "extra", "poll_s"});
+  slurm::SubmitOptions o;
+  if (n["partition"]) o.partition = str(cx, n["partition"], "provider.build.slurm.partition");
+  if (n["time"]) o.time = str(cx, n["time"], "provider.build.slurm.time");
+  if (n["cpus_per_task"]) o.cpus_per_task = positive_int(cx, n["cpus_per_task"], "provider.build.slurm.cpus_per_task");
+  if (n["mem"]) o.mem = str(cx, n["mem"], "provider.build.slurm.mem");
+  if (const auto e = n["extra"]) {
+    if (!e.IsSequence()) cx.fail(e, "'provider.build.slurm.extra' must be a list of sbatch options");
+    for (const auto& a : e) {
+      const std::string v = str(cx, a, "provider.build.slurm.extra[]");
+      if (v.empty() || v[0] != '-')
+        cx.fail(a, fmt::format("'provider.build.slurm.extra' entry '{}' must be an sbatch option (starting with '-')", v));
+      o.extra.push_back(v);
+    }
+  }
+  for (const std::string& v : {o.partition, o.time, o.mem})
+    if (!v.empty() && v[0] == '-') cx.fail(n, fmt::format("'provider.build.slurm': '{}' is not a value", v));
+  if (n["poll_s"]) {
+    p.slurm_poll_s = num(cx, n["poll_s"], "provider.build.slurm.poll_s");
+    if (!(p.slurm_poll_s > 0)) cx.fail(n["poll_s"], "'provider.build.slurm.poll_s' must be positive");
+  }
+  p.slurm = o;
+}
+
 ProviderSpec parse_provider(const Ctx& cx, const YAML::Node& n) {
   if (!n.IsMap()) cx.fail(n, "'provider' must be a mapping with one of build, prebuilt, in_tree");
   check_keys(cx, n, "provider", {"build", "prebuilt", "in_tree"});
@@ -111,8 +138,8 @@ ProviderSpec parse_provider(const Ctx& cx, const YAML::Node& n) {
   };
   if (const auto b = n["build"]) {
     p.kind = ProviderSpec::Kind::build;
-    if (!b.IsMap()) cx.fail(b, "'provider.build' must be a mapping with command, toolchain, timeout_s");
-    check_keys(cx, b, "provider.build", {"command", "toolchain", "timeout_s"});
+    if (!b.IsMap()) cx.fail(b, "'provider.build' must be a mapping with command, toolchain, timeout_s, slurm");
+    check_keys(cx, b, "provider.build", {"command", "toolchain", "timeout_s", "slurm"});
     if (!b["command"]) cx.fail(b, "'provider.build' is missing field 'command'");
     p.command = str(cx, b["command"], "provider.build.command");
     if (p.command.empty()) cx.fail(b["command"], "'provider.build.command' is empty");
@@ -121,6 +148,7 @@ ProviderSpec parse_provider(const Ctx& cx, const YAML::Node& n) {
       if (!(p.timeout_s > 0)) cx.fail(b["timeout_s"], "'provider.build.timeout_s' must be positive");
     }
     toolchain_spec(b, "provider.build");
+    if (const auto sl = b["slurm"]) read_build_slurm(cx, sl, p);
   } else if (const auto pb = n["prebuilt"]) {
     p.kind = ProviderSpec::Kind::prebuilt;
     if (pb.IsScalar()) {

@@ -32,6 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "bisect/slurm.h"
+
 namespace kb {
 struct ExternalMetric;  // harness/external.h
 }
@@ -55,6 +57,10 @@ struct ProviderSpec {
   std::string toolchain_origin;  // where that spec is in the config ("file:line:col")
   std::string path;            // prebuilt: pattern with {sha}; in_tree: path inside the repo
   std::string name;            // in_tree / prebuilt file: which toolchain when the file holds several
+  // build: with provider.build.slurm, every build is a Slurm job (bisect/provider.cpp): sbatch of the
+  // command in its worktree with these limits, its output kept in WORKDIR/slurm/.
+  std::optional<slurm::SubmitOptions> slurm;
+  double slurm_poll_s = 2;     // how often the job's state is polled
 };
 
 // `descend:` (bisect/descend.h): when the culprit moves a pin file, bisect the pinned dependency too.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "bisect/build_job.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
@@ -184,28 +185,36 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
   }
   make_dirs(out);
   repo_.worktree_add(wt, sha);
-  RunOptions o;
-  o.timeout_s = p.timeout_s;
-  o.cwd = wt;
-  o.env_set = {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", wt}, {"KBISECT_OUT", out}};
-  // The user's own build command is the one thing run through a shell; commit data reaches it only
-  // through the environment above.
-  RunResult rr = run_process({"/bin/sh", "-c", p.command}, o);
+  std::string reason;  // empty: built
+  if (p.slurm) {  // a Slurm job on the build partition (bisect/build_job.h)
+    const BuildJobResult jr = run_build_job(p, sha, wt, out, workdir_ + "/slurm");
+    r.build_s = jr.wall_s;
+    r.log_tail = jr.log;
+    if (!jr.ok) reason = jr.reason;
+  } else {
+    RunOptions o;
+    o.timeout_s = p.timeout_s;
+    o.cwd = wt;
+    o.env_set = {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", wt}, {"KBISECT_OUT", out}};
+    // The user's own build command is the one thing run through a shell; commit data reaches it only
+    // through the environment above.
+    RunResult rr = run_process({"/bin/sh", "-c", p.command}, o);
+    r.build_s = rr.wall_s;
+    r.log_tail = tail(rr.out + rr.err, 3000);
+    if (!rr.ok()) {
+      reason = rr.timed_out ? fmt::format("build timed out after {:g} s", p.timeout_s)
+                            : fmt::format("build failed ({})", rr.status_text());
+      if (!rr.timed_out && !rr.err.empty()) reason += ": " + tail(rr.err, 400);
+    }
+  }
   r.built = true;
-  r.build_s = rr.wall_s;
-  r.log_tail = tail(rr.out + rr.err, 3000);
   try {
     repo_.worktree_remove(wt, true);
   } catch (const Error&) {
     remove_tree(wt);
     repo_.run({"worktree", "prune"});
   }
-  if (!rr.ok()) {
-    std::string reason = rr.timed_out ? fmt::format("build timed out after {:g} s", p.timeout_s)
-                                      : fmt::format("build failed ({})", rr.status_text());
-    if (!rr.timed_out && !rr.err.empty()) reason += ": " + tail(rr.err, 400);
-    return failed(dir_for(workdir_, sha), r, reason, true);
-  }
+  if (!reason.empty()) return failed(dir_for(workdir_, sha), r, reason, true);
   vars["out"] = out;
   return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
 }

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "nightly/nightly.h"
-#include "nightly/slurm.h"
+#include "bisect/slurm.h"
 
 namespace kb::cli {
 namespace {

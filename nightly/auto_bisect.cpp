@@ -12,7 +12,7 @@
 #include "core/fsutil.h"
 #include "git/git.h"
 #include "nightly/context.h"
-#include "nightly/slurm.h"
+#include "bisect/slurm.h"
 
 namespace kb::nightly {
 

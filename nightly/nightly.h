@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "stats/changepoint.h"
-#include "nightly/slurm.h"
+#include "bisect/slurm.h"
 
 namespace kb::nightly {
 

@@ -5,7 +5,7 @@
 #include "core/fsutil.h"
 #include "harness/results.h"
 #include "nightly/context.h"
-#include "nightly/slurm.h"
+#include "bisect/slurm.h"
 
 namespace kb::nightly {
 

@@ -18,7 +18,7 @@
 #include "nightly/nightly.h"
 #include "core/process.h"
 #include "harness/results.h"
-#include "nightly/slurm.h"
+#include "bisect/slurm.h"
 #include "tests/common/slurm_fixture.h"
 #include "tests/common/svg_checks.h"
 #include "tests/common/bisect_fixture.h"

@@ -10,13 +10,15 @@
 
 namespace kb::slurm {
 
-// Options from a nightly config's `slurm:` section, turned into sbatch arguments.
+// Options from a nightly config's `slurm:` section (or a bisect config's provider.build.slurm), turned into
+// sbatch arguments.
 struct SubmitOptions {
   std::string partition;               // --partition
   std::string gres;                    // --gres (e.g. "gpu:1")
   int gpus = 0;                        // --gpus (0: not given)
   std::string time;                    // --time (e.g. "02:00:00")
   int cpus_per_task = 0;               // --cpus-per-task (0: not given)
+  std::string mem;                     // --mem (e.g. "64G")
   std::vector<std::string> extra;      // further sbatch arguments, passed as given (argv, no shell)
 };
 
@@ -38,6 +40,14 @@ std::map<std::string, std::string> queued(const std::string& job_id, double time
 // Polls queued() every poll_s until every job in `job_ids` has left the queue or timeout_s passed.
 // Returns true when all left; false on timeout (the jobs are left alone; the caller decides).
 bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s = 1.0);
+
+// What `scontrol show job -o ID` says of a job: JobState (COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL,
+// ...) and ExitCode ("2:0"); both empty when the controller no longer knows the job (it forgets finished
+// jobs after MinJobAge) or scontrol is missing.
+struct JobInfo {
+  std::string state, exit_code;
+};
+JobInfo job_info(const std::string& job_id, double timeout_s = 30);
 
 // `scancel ID` (best effort; returns false when scancel failed).
 bool cancel(const std::string& job_id);

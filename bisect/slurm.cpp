@@ -1,4 +1,4 @@
-#include "nightly/slurm.h"
+#include "bisect/slurm.h"
 
 #include <sys/stat.h>
 
@@ -43,6 +43,7 @@ std::vector<std::string> sbatch_argv(const SubmitOptions& o, const std::string& 
   if (o.gpus > 0) a.push_back(fmt::format("--gpus={}", o.gpus));
   if (!o.time.empty()) a.push_back("--time=" + o.time);
   if (o.cpus_per_task > 0) a.push_back(fmt::format("--cpus-per-task={}", o.cpus_per_task));
+  if (!o.mem.empty()) a.push_back("--mem=" + o.mem);
   a.insert(a.end(), o.extra.begin(), o.extra.end());
   return a;
 }
@@ -119,6 +120,27 @@ bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double
     if (waited >= timeout_s) return false;
     std::this_thread::sleep_for(std::chrono::duration<double>(std::min(poll_s, std::max(0.05, timeout_s - waited))));
   }
+}
+
+JobInfo job_info(const std::string& job_id, double timeout_s) {
+  if (!valid_job_id(job_id)) throw InputError(fmt::format("not a Slurm job id: '{}'", job_id));
+  JobInfo info;
+  if (which("scontrol").empty()) return info;
+  RunOptions ro;
+  ro.timeout_s = timeout_s;
+  const RunResult r = run_process({"scontrol", "show", "job", "-o", job_id}, ro);
+  if (!r.ok()) return info;
+  auto field = [&](const std::string& key) {
+    const std::string k = " " + key + "=";
+    const std::string line = " " + r.out;
+    const size_t at = line.find(k);
+    if (at == std::string::npos) return std::string();
+    const size_t b = at + k.size(), e = line.find_first_of(" \n", b);
+    return line.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  };
+  info.state = field("JobState");
+  info.exit_code = field("ExitCode");
+  return info;
 }
 
 bool cancel(const std::string& job_id) {

@@ -1,0 +1,29 @@
+// One toolchain build as a Slurm job (provider.build.slurm): the build command runs as a batch script in
+// the commit's worktree, with KBISECT_COMMIT, KBISECT_WORKTREE and KBISECT_OUT in its environment as for a
+// local build, under the config's sbatch options (partition, time limit, cpus, memory, extra flags). The
+// script and the job's output stay in WORKDIR/slurm/<sha>.{sh,out}; the script writes the command's exit
+// status to <sha>.rc. The job is polled with squeue (no accounting database needed) and its end read with
+// `scontrol show job`: a non-zero status is a failed build, a job Slurm killed at its time limit (TIMEOUT)
+// a failed build that says so, a node failure (NODE_FAIL) is submitted once more, and a job still queued
+// or running after provider.build.timeout_s is cancelled (scancel) and counts as timed out.
+#pragma once
+#include <string>
+
+#include "bisect/config.h"
+
+namespace kb::bisect {
+
+struct BuildJobResult {
+  bool ok = false;
+  std::string reason;  // why it failed, naming the job
+  std::string log;     // the tail of the job's output
+  double wall_s = 0;   // submit to end, queueing included
+  std::string job_id, state;
+  int attempts = 0;
+};
+
+// Throws EnvError when Slurm's tools cannot run (sbatch missing, or sbatch refusing the job).
+BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, const std::string& worktree,
+                             const std::string& out, const std::string& job_dir);
+
+}  // namespace kb::bisect
