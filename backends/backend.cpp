@@ -23,6 +23,10 @@ std::string kernel_dir() {
   return KBISECT_SOURCE_KERNEL_DIR;
 }
 
+std::string kernel_source_path(const std::string& kernel_dir, const std::string& rel) {
+  return !rel.empty() && rel[0] == '/' ? rel : kernel_dir + "/" + rel;
+}
+
 void identify_toolchain(Toolchain& tc, const std::function<void(Hasher&)>& add_own) {
   Hasher h;
   h.add("kbisect-toolchain-v1").add(tc.backend).add(tc.kind).add(tc.target);

@@ -112,6 +112,9 @@ Backend& backend_for(const Toolchain& tc);        // throws InputError naming th
 const KernelDecl& find_kernel(const std::string& backend, const std::string& name);
 std::vector<const KernelDecl*> all_kernels();
 
+// A kernel source's path: `rel` under kernel_dir, or `rel` itself when absolute (a user's own kernel).
+std::string kernel_source_path(const std::string& kernel_dir, const std::string& rel);
+
 // Where kernel sources are: $KBISECT_KERNEL_DIR, else <exe>/../share/kbisect/kernels, else the
 // source tree's kernels/ (compiled in).
 std::string kernel_dir();

@@ -72,8 +72,8 @@ std::string CompileCache::key(const CompileRequest& req) const {
   if (req.toolchain->identity.empty()) throw Error("CompileCache::key: toolchain identity not resolved");
   Hasher h;
   h.add("kbisect-compile-v1").add(req.kernel->backend).add(req.kernel->name);
-  h.add(read_file(req.kernel_dir + "/" + req.kernel->source));
-  for (const auto& s : req.kernel->extra_sources) h.add(s).add(read_file(req.kernel_dir + "/" + s));
+  h.add(read_file(kernel_source_path(req.kernel_dir, req.kernel->source)));
+  for (const auto& s : req.kernel->extra_sources) h.add(s).add(read_file(kernel_source_path(req.kernel_dir, s)));
   h.add(req.params.str()).add(to_string(req.dtype));
   h.add(req.toolchain->identity).add(req.toolchain->target);
   return h.hex();

@@ -26,7 +26,7 @@ DType parse_dtype(const std::string& s) {
 
 size_t dtype_bytes(DType d) { return d == DType::f32 ? 4 : 2; }
 
-std::string Shape::str() const { return fmt::format("{}x{}x{}", M, N, K); }
+std::string Shape::str() const { return label.empty() ? fmt::format("{}x{}x{}", M, N, K) : label; }
 
 std::string to_string(const ParamValue& v) {
   if (auto i = std::get_if<int64_t>(&v)) return std::to_string(*i);

@@ -21,8 +21,12 @@ size_t dtype_bytes(DType d);
 
 struct Shape {
   int64_t M = 0, N = 0, K = 0;
-  double flops() const { return 2.0 * double(M) * double(N) * double(K); }
-  std::string str() const;  // "MxNxK"
+  // A user kernel's shape (backends/triton/user_kernel.h) is named, not MxNxK: its label and the values its
+  // grid and arguments are stated in. M, N and K stay 0 and it has no GEMM flop count.
+  std::string label;
+  std::map<std::string, int64_t> values;
+  double flops() const { return label.empty() ? 2.0 * double(M) * double(N) * double(K) : 0.0; }
+  std::string str() const;  // "MxNxK", or the label
 };
 
 // A parameter value: integer, float or string (nvbench-style typed axes).

@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/triton/user_kernel.h"
 #include "core/error.h"
 
 namespace kb {
@@ -57,13 +58,17 @@ const KernelDecl& find_kernel(const std::string& backend, const std::string& nam
     if (k.name == name) return k;
     names += (names.empty() ? "" : ", ") + k.name;
   }
+  for (const KernelDecl* k : triton::user_kernel_decls(backend))
+    if (k->name == name) return *k;
   throw InputError(fmt::format("unknown kernel '{}' for backend {} (kernels: {})", name, backend, names));
 }
 
 std::vector<const KernelDecl*> all_kernels() {
   std::vector<const KernelDecl*> out;
-  for (auto* b : backends())
+  for (auto* b : backends()) {
     for (const auto& k : b->kernels()) out.push_back(&k);
+    for (const KernelDecl* k : triton::user_kernel_decls(b->name())) out.push_back(k);
+  }
   return out;
 }
 

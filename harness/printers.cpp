@@ -88,7 +88,7 @@ std::vector<Row> case_rows(const RunResults& r) {
     std::string note = c.reason;
     if (auto nl = note.find('\n'); nl != std::string::npos) note = note.substr(0, nl);
     if (note.size() > 60) note = note.substr(0, 57) + "...";
-    row.cells = {fmt::format("({}, {}, {})", c.shape.M, c.shape.N, c.shape.K),
+    row.cells = {c.shape.label.empty() ? fmt::format("({}, {}, {})", c.shape.M, c.shape.N, c.shape.K) : c.shape.label,
                  c.kernel,
                  c.params.str(),
                  to_string(c.dtype),

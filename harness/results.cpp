@@ -125,6 +125,10 @@ json to_json(const CaseResult& c) {
   j["backend"] = c.backend;
   j["params"] = params_to_json(c.params);
   j["shape"] = {{"M", c.shape.M}, {"N", c.shape.N}, {"K", c.shape.K}};
+  if (!c.shape.label.empty()) {  // a user kernel's named shape
+    j["shape"]["label"] = c.shape.label;
+    j["shape"]["values"] = c.shape.values;
+  }
   j["dtype"] = to_string(c.dtype);
   j["toolchain"] = {{"name", c.toolchain}, {"identity", c.toolchain_identity}, {"target", c.target}};
   j["tier"] = c.tier;
@@ -175,7 +179,13 @@ CaseResult read_case(const json& j) {
   }
   json shape = field<json>(j, "shape", ctx);
   c.shape = {field<int64_t>(shape, "M", ctx + " shape"), field<int64_t>(shape, "N", ctx + " shape"),
-             field<int64_t>(shape, "K", ctx + " shape")};
+             field<int64_t>(shape, "K", ctx + " shape"), {}, {}};
+  if (shape.contains("label")) {
+    c.shape.label = field<std::string>(shape, "label", ctx + " shape");
+    if (shape.contains("values") && shape["values"].is_object())
+      for (const auto& [k, v] : shape["values"].items())
+        if (v.is_number_integer()) c.shape.values[k] = v.get<int64_t>();
+  }
   c.dtype = parse_dtype(field<std::string>(j, "dtype", ctx));
   json tc = field<json>(j, "toolchain", ctx);
   c.toolchain = field<std::string>(tc, "name", ctx + " toolchain");

@@ -11,6 +11,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "backends/backend.h"
+#include "backends/triton/user_kernel.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "core/fsutil.h"
@@ -242,6 +243,43 @@ Params tuned_params(const SweepDefaults& d, const KernelDecl& k, const Toolchain
   return r.how == "fallback" ? k.configs.front().second : r.params;
 }
 
+// `user_kernels: [file.yaml, ...]`: users' own Triton kernels (docs/triton.md), relative to the sweep file.
+void load_user_kernels(const Ctx& cx, const YAML::Node& n, const std::string& base_dir) {
+  if (!n) return;
+  if (!n.IsSequence()) cx.fail(n, "'user_kernels' must be a list of triton_kernel YAML files");
+  for (const auto& f : n) {
+    const std::string rel = f.as<std::string>();
+    const fs::path p = fs::path(rel).is_absolute() ? fs::path(rel) : fs::path(base_dir) / rel;
+    if (!fs::exists(p)) cx.fail(f, fmt::format("user_kernels: '{}' does not exist ({})", rel, p.string()));
+    triton::load_user_kernel(p.string());
+  }
+}
+
+const KernelDecl* find_kernel_any(const std::string& name) {
+  for (const auto* k : all_kernels())
+    if (k->name == name) return k;
+  return nullptr;
+}
+
+// A user kernel's shape axis: the file's shapes, or those a benchmark names in `shapes:`.
+std::vector<Shape> user_kernel_shapes(const Ctx& cx, const YAML::Node& b, const triton::UserKernel& u) {
+  if (u.shapes.empty())
+    cx.fail(b, fmt::format("kernel '{}' ({}) declares no shapes: a sweep needs at least one", u.name, u.file));
+  if (!b["shapes"]) return u.shapes;
+  std::vector<Shape> out;
+  for (const auto& name : string_list(cx, b["shapes"], "shapes")) {
+    bool found = false;
+    for (const auto& s : u.shapes)
+      if (s.label == name) out.push_back(s), found = true;
+    if (!found) {
+      std::string names;
+      for (const auto& s : u.shapes) names += (names.empty() ? "" : ", ") + s.label;
+      cx.fail(b["shapes"], fmt::format("kernel '{}' has no shape named '{}' (its shapes: {})", u.name, name, names));
+    }
+  }
+  return out;
+}
+
 // One benchmark's axes, expanded for one kernel and toolchain.
 struct BenchmarkPlan {
   const YAML::Node& b;
@@ -306,8 +344,13 @@ void expand_benchmark(const Ctx& cx, const YAML::Node& b, const SweepDefaults& d
   apply_measure(cx, b["measure"], bp.measure);
   const std::vector<TcPtr> tcs = benchmark_toolchains(cx, b, d, tc_index);
   bp.dtypes = benchmark_dtypes(cx, b);
-  if (!b["shapes"]) cx.fail(b, "benchmark is missing field 'shapes'");
-  bp.shapes = sweep_yaml::parse_shapes(cx, b["shapes"], d.base_dir, d.shape_sets);
+  if (const triton::UserKernel* u = triton::find_user_kernel(kname)) {
+    bp.shapes = user_kernel_shapes(cx, b, *u);
+    if (!b["dtypes"]) bp.dtypes = find_kernel_any(kname)->dtypes;  // its signature fixes the dtype
+  } else {
+    if (!b["shapes"]) cx.fail(b, "benchmark is missing field 'shapes'");
+    bp.shapes = sweep_yaml::parse_shapes(cx, b["shapes"], d.base_dir, d.shape_sets);
+  }
   bp.rows = sweep_yaml::expand_axes(cx, b["params"], b["zip"]);
 
   bool matched_any = false;
@@ -376,7 +419,7 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
   const YAML::Node root = yaml_load(text, origin);
   if (!root.IsMap()) throw InputError(fmt::format("{}: a sweep must be a mapping with 'benchmarks'", origin));
   check_keys(cx, root, "sweep", {"name", "description", "tier", "tiers", "toolchains", "measure", "shape_sets", "tuned_table",
-                               "benchmarks"});
+                               "user_kernels", "benchmarks"});
 
   Sweep sw;
   sw.file = origin;
@@ -384,6 +427,7 @@ Sweep parse_sweep(const std::string& text, const std::string& origin, const Swee
   SweepDefaults d{root, fs::absolute(origin).parent_path().string(), root["tier"] ? check_tier(cx, root["tier"]) : "l1",
                   {}, {}, {}, {}, {}, {}};
   sw.tier_budget_s = parse_tier_budgets(cx, root["tiers"]);
+  load_user_kernels(cx, root["user_kernels"], d.base_dir);
   apply_measure(cx, root["measure"], d.measure);
   d.shape_sets = parse_shape_sets(cx, root["shape_sets"]);
   d.filter = compile_filter(opts.filter);

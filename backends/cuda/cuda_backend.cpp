@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/nvrtc_cubin.h"
 #include "backends/triton/triton_compile.h"
+#include "backends/triton/user_kernel.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
@@ -223,7 +224,12 @@ class CudaBackend : public Backend {
     return a;
   }
 
-  std::unique_ptr<Executable> load(const Artifact& art) override { return make_cuda_executable(art); }
+  std::unique_ptr<Executable> load(const Artifact& art) override {
+    if (triton::find_user_kernel(art.kernel))
+      throw EnvError(fmt::format("{}: launching a user's Triton kernel (its own tensors and outputs) is not built yet: "
+                                 "compile and static metrics only", art.kernel));
+    return make_cuda_executable(art);
+  }
 
  private:
   // `cublas`: no compiler runs. The artifact's binary is a marker file (so the compile cache and results

@@ -165,7 +165,7 @@ json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::s
   json tj = {{"backend", target.backend}, {"warp_size", target.warp_size}};
   if (target.backend == "cuda") tj["arch"] = std::stoi(target.arch);
   else tj["arch"] = target.arch;
-  return {{"source", req.kernel_dir + "/" + req.kernel->source},
+  return {{"source", kernel_source_path(req.kernel_dir, req.kernel->source)},
           {"function", spec.function},
           {"target", tj},
           {"signature", sig},

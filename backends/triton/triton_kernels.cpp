@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/kernel_decl.h"
+#include "backends/triton/user_kernel.h"
 
 namespace kb::triton {
 namespace {
@@ -135,9 +136,16 @@ const std::vector<std::pair<std::string, TritonSpec>>& specs() {
 
 }  // namespace
 
+bool is_builtin_triton_kernel(const std::string& kernel) {
+  for (const auto& [name, spec] : specs())
+    if (name == kernel) return true;
+  return false;
+}
+
 const TritonSpec* find_triton_spec(const std::string& kernel) {
   for (const auto& [name, spec] : specs())
     if (name == kernel) return &spec;
+  if (const UserKernel* u = find_user_kernel(kernel)) return &u->spec;
   return nullptr;
 }
 

@@ -31,6 +31,7 @@ struct UnsupportedRule {
 };
 
 struct TritonSpec {
+  std::string source;                   // absolute path of a user kernel's .py; "" for kbisect's own kernels
   std::string function;                 // the @triton.jit function in the source
   std::vector<TritonArg> args;          // in the function's order
   std::vector<std::string> grid;        // 1 to 3 expressions
@@ -43,7 +44,9 @@ struct TritonSpec {
 
 // The Triton kernels declared for `backend` ("cuda" or "hip"): the same declarations, one per backend.
 std::vector<KernelDecl> triton_kernel_decls(const std::string& backend);
-// The spec of a Triton kernel by name; nullptr when `kernel` is not one.
+// Whether `kernel` is one of kbisect's own Triton kernels (not a user's).
+bool is_builtin_triton_kernel(const std::string& kernel);
+// The spec of a Triton kernel by name, kbisect's own or a loaded user kernel's; nullptr when it is neither.
 const TritonSpec* find_triton_spec(const std::string& kernel);
 
 // The compile driver shipped with the kernels (kernels/triton/kb_triton_aot.py), relative to the kernel

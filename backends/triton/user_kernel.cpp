@@ -1,0 +1,276 @@
+#include "backends/triton/user_kernel.h"
+
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "backends/kernel_decl.h"
+#include "backends/triton/expr.h"
+#include "core/error.h"
+#include "core/fsutil.h"
+#include "core/text.h"
+
+namespace kb::triton {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::set<std::string> kScalarTypes = {"i1", "i8", "i16", "i32", "i64", "u32", "u64", "fp16", "bf16", "fp32", "fp64"};
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
+  for (char c : s)
+    if (!(isalnum((unsigned char)c) || c == '_')) return false;
+  return true;
+}
+
+// The dtype kbisect files a kernel under: its first pointer's element type where kbisect has it.
+DType file_dtype(const TritonSpec& s) {
+  for (const auto& a : s.args) {
+    if (a.type == "*fp16") return DType::f16;
+    if (a.type == "*bf16") return DType::bf16;
+    if (a.type == "*fp32") return DType::f32;
+  }
+  return DType::f32;
+}
+
+void parse_signature(const YamlCtx& cx, const YAML::Node& sig, UserKernel& k) {
+  if (!sig || !sig.IsSequence() || sig.size() == 0)
+    cx.fail(sig ? sig : YAML::Node(), "'triton_kernel.signature' must be a non-empty list of {name, type}");
+  std::set<std::string> seen;
+  for (const auto& a : sig) {
+    if (!a.IsMap()) cx.fail(a, "each signature entry must be a mapping {name, type[, output]}");
+    check_yaml_keys(cx, a, "signature entry", {"name", "type", "output"});
+    TritonArg arg;
+    arg.name = yaml_scalar(cx, a["name"], "signature.name");
+    arg.type = yaml_scalar(cx, a["type"], "signature.type");
+    if (!valid_name(arg.name)) cx.fail(a["name"], fmt::format("signature.name '{}' is not a Python identifier", arg.name));
+    if (!seen.insert(arg.name).second) cx.fail(a["name"], fmt::format("signature.name '{}' appears twice", arg.name));
+    const bool pointer = arg.type.size() > 1 && arg.type[0] == '*' && kScalarTypes.count(arg.type.substr(1));
+    if (arg.type != "constexpr" && !pointer && !kScalarTypes.count(arg.type))
+      cx.fail(a["type"], fmt::format("signature.type '{}' of '{}' is not a Triton type (*fp16, *bf16, *fp32, *i32, i32, "
+                                     "i64, fp32, constexpr, ...)", arg.type, arg.name));
+    if (a["output"] && a["output"].as<std::string>() == "true" && !pointer)
+      cx.fail(a["output"], fmt::format("signature entry '{}': only a pointer can be an output", arg.name));
+    arg.value = arg.type == "constexpr" ? arg.name : "";
+    k.spec.args.push_back(arg);
+  }
+}
+
+Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, size_t i) {
+  if (!n.IsMap()) cx.fail(n, "each shape must be a mapping {name, values, args}");
+  check_yaml_keys(cx, n, "shape", {"name", "values", "args"});
+  Shape s;
+  if (n["values"]) {
+    if (!n["values"].IsMap()) cx.fail(n["values"], "'values' must be a mapping of names to integers");
+    for (auto it = n["values"].begin(); it != n["values"].end(); ++it) {
+      const std::string key = it->first.as<std::string>();
+      const std::string v = yaml_scalar(cx, it->second, "values." + key);
+      try {
+        s.values[key] = std::stoll(v);
+      } catch (const std::exception&) {
+        cx.fail(it->second, fmt::format("values.{} = '{}' is not an integer", key, v));
+      }
+    }
+  }
+  const YAML::Node args = n["args"];
+  if (args && !args.IsMap()) cx.fail(args, "'args' must be a mapping of argument names");
+  for (const auto& a : k.spec.args) {
+    if (a.type == "constexpr") continue;
+    if (!args || !args[a.name]) cx.fail(args ? args : n, fmt::format("shape {}: argument '{}' has no value in 'args'", i, a.name));
+    const YAML::Node v = args[a.name];
+    if (a.type[0] == '*') {
+      if (!v.IsMap() || !v["shape"] || !v["shape"].IsSequence())
+        cx.fail(v, fmt::format("args.{}: a tensor needs {{shape: [...], dtype: ...}}", a.name));
+      check_yaml_keys(cx, v, "args." + a.name, {"shape", "dtype", "strides", "init"});
+    } else if (!v.IsScalar()) {
+      cx.fail(v, fmt::format("args.{}: a scalar argument needs a value", a.name));
+    } else if (a.type[0] == 'i' || a.type[0] == 'u') {
+      const std::string t = v.as<std::string>();
+      try {
+        s.values.emplace(a.name, std::stoll(t));
+      } catch (const std::exception&) {
+        cx.fail(v, fmt::format("args.{} = '{}' is not an integer", a.name, t));
+      }
+    }
+  }
+  for (auto it = args ? args.begin() : YAML::const_iterator(); args && it != args.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    bool known = false;
+    for (const auto& a : k.spec.args) known |= a.name == key;
+    if (!known) cx.fail(it->first, fmt::format("args.{}: no such argument in the signature", key));
+  }
+  s.label = n["name"] ? yaml_scalar(cx, n["name"], "shape.name") : fmt::format("shape{}", i);
+  return s;
+}
+
+UserKernel parse(const std::string& path) {
+  const std::string abs = fs::weakly_canonical(fs::absolute(path)).string();
+  YamlCtx cx{path};
+  const YAML::Node root = yaml_load(read_file(path), path);
+  if (!root.IsMap() || !root["triton_kernel"])
+    throw InputError(fmt::format("{}: expected a mapping with 'triton_kernel' (docs/triton.md)", path));
+  check_yaml_keys(cx, root, "kernel file", {"triton_kernel", "shapes"});
+  const YAML::Node t = root["triton_kernel"];
+  if (!t.IsMap()) cx.fail(t, "'triton_kernel' must be a mapping");
+  check_yaml_keys(cx, t, "triton_kernel", {"name", "source", "function", "signature", "constexprs", "num_warps",
+                                           "num_stages", "divisible", "grid", "space", "flops", "bytes", "description"});
+  for (const char* f : {"name", "source", "function", "signature", "grid"})
+    if (!t[f]) cx.fail(t, fmt::format("triton_kernel is missing field '{}'", f));
+  UserKernel k;
+  k.file = abs;
+  k.name = yaml_scalar(cx, t["name"], "triton_kernel.name");
+  if (!valid_name(k.name)) cx.fail(t["name"], fmt::format("triton_kernel.name '{}' must be letters, digits and _", k.name));
+  const std::string src = yaml_scalar(cx, t["source"], "triton_kernel.source");
+  const fs::path src_path = fs::path(src).is_absolute() ? fs::path(src) : fs::path(abs).parent_path() / src;
+  if (!fs::exists(src_path)) cx.fail(t["source"], fmt::format("triton_kernel.source '{}' does not exist ({})", src, src_path.string()));
+  k.spec.source = fs::weakly_canonical(src_path).string();
+  k.spec.function = yaml_scalar(cx, t["function"], "triton_kernel.function");
+  parse_signature(cx, t["signature"], k);
+  if (!t["grid"].IsSequence() || t["grid"].size() < 1 || t["grid"].size() > 3)
+    cx.fail(t["grid"], "'triton_kernel.grid' must be a list of 1 to 3 expressions");
+  for (const auto& g : t["grid"]) k.spec.grid.push_back(yaml_scalar(cx, g, "grid"));
+  for (const auto& g : k.spec.grid) {
+    try {
+      eval_int(g, {});
+    } catch (const InputError& e) {
+      if (std::string(e.what()).find("unknown name") == std::string::npos)
+        cx.fail(t["grid"], fmt::format("triton_kernel.grid: {}", e.what()));
+    }
+  }
+  std::set<std::string> divisible;
+  if (t["divisible"]) {
+    if (!t["divisible"].IsSequence()) cx.fail(t["divisible"], "'divisible' must be a list of argument names");
+    for (const auto& d : t["divisible"]) divisible.insert(yaml_scalar(cx, d, "divisible"));
+  }
+  for (auto& a : k.spec.args) {
+    a.divisible = t["divisible"] ? divisible.count(a.name) > 0 : a.type[0] == '*';
+    divisible.erase(a.name);
+  }
+  if (!divisible.empty()) cx.fail(t["divisible"], fmt::format("divisible: '{}' is not an argument", *divisible.begin()));
+  return k;
+}
+
+// The declaration: constexprs and num_warps / num_stages as parameters with the file's values as defaults.
+KernelDecl make_decl(const YAML::Node& t, const YamlCtx& cx, const UserKernel& k, const std::string& backend) {
+  KernelDeclBuilder b(backend, k.name);
+  b.source(k.spec.source, {kDriverSource, k.file});
+  b.description(t["description"] ? t["description"].as<std::string>()
+                                 : fmt::format("user Triton kernel {} ({})", k.spec.function, k.file));
+  const YAML::Node cx_values = t["constexprs"];
+  if (cx_values && !cx_values.IsMap()) cx.fail(cx_values, "'constexprs' must be a mapping of names to values");
+  for (const auto& a : k.spec.args) {
+    if (a.type != "constexpr") continue;
+    if (!cx_values || !cx_values[a.name]) cx.fail(t["signature"], fmt::format("constexpr '{}' has no value in 'constexprs'", a.name));
+    const std::string v = yaml_scalar(cx, cx_values[a.name], "constexprs." + a.name);
+    int64_t iv = 0;
+    if (v == "true" || v == "True") iv = 1;
+    else if (v == "false" || v == "False") iv = 0;
+    else {
+      try {
+        iv = std::stoll(v);
+      } catch (const std::exception&) {
+        cx.fail(cx_values[a.name], fmt::format("constexprs.{} = '{}': kbisect takes integer and boolean constexprs", a.name, v));
+      }
+    }
+    b.int_param(a.name, iv, "constexpr of " + k.spec.function);
+  }
+  auto opt = [&](const char* f, int64_t dflt) {
+    if (!t[f]) return dflt;
+    const std::string v = yaml_scalar(cx, t[f], f);
+    try {
+      return int64_t(std::stoll(v));
+    } catch (const std::exception&) {
+      cx.fail(t[f], fmt::format("{} = '{}' is not an integer", f, v));
+    }
+  };
+  b.int_param("NUM_WARPS", opt("num_warps", 4), "num_warps");
+  b.int_param("NUM_STAGES", opt("num_stages", 3), "num_stages");
+  b.dtypes({file_dtype(k.spec)});
+  b.defaults_config("file");
+  if (const YAML::Node sp = t["space"]) {
+    if (!sp.IsMap()) cx.fail(sp, "'space' must be a mapping of parameter names to value lists");
+    for (auto it = sp.begin(); it != sp.end(); ++it) {
+      const std::string name = it->first.as<std::string>();
+      std::vector<int64_t> vals;
+      if (!it->second.IsSequence()) cx.fail(it->second, fmt::format("space.{} must be a list", name));
+      for (const auto& v : it->second) vals.push_back(int64_t(yaml_number(cx, v, "space." + name)));
+      bool known = name == "NUM_WARPS" || name == "NUM_STAGES";
+      for (const auto& a : k.spec.args) known |= a.type == "constexpr" && a.name == name;
+      if (!known) cx.fail(it->first, fmt::format("space.{}: not a constexpr of the kernel, NUM_WARPS or NUM_STAGES", name));
+      b.tunable(name, vals);
+    }
+  }
+  KernelDecl d = b;
+  d.language = "triton";
+  return d;
+}
+
+struct Registry {
+  std::mutex mu;
+  std::deque<UserKernel> kernels;
+  std::deque<KernelDecl> decls;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+UserKernel parse_user_kernel(const std::string& path) {
+  UserKernel k = parse(path);
+  YamlCtx cx{path};
+  const YAML::Node root = yaml_load(read_file(path), path);
+  if (const YAML::Node shapes = root["shapes"]) {
+    if (!shapes.IsSequence()) cx.fail(shapes, "'shapes' must be a list");
+    std::set<std::string> names;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Shape s = parse_shape(cx, shapes[i], k, i);
+      if (!names.insert(s.label).second) cx.fail(shapes[i], fmt::format("shape name '{}' appears twice", s.label));
+      k.shapes.push_back(std::move(s));
+    }
+  }
+  for (const auto& backend : {"cuda", "hip"}) make_decl(root["triton_kernel"], cx, k, backend);  // validates
+  return k;
+}
+
+const UserKernel& load_user_kernel(const std::string& path) {
+  UserKernel k = parse_user_kernel(path);
+  if (is_builtin_triton_kernel(k.name) || k.name.rfind("matmul_", 0) == 0 || k.name == "cublas")
+    throw InputError(fmt::format("{}: kernel name '{}' is taken by a built-in kernel", path, k.name));
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (const auto& have : r.kernels) {
+    if (have.name != k.name) continue;
+    if (have.file == k.file) return have;
+    throw InputError(fmt::format("{}: kernel '{}' is already declared by {}", path, k.name, have.file));
+  }
+  const YAML::Node root = yaml_load(read_file(path), path);
+  for (const auto& backend : {"cuda", "hip"}) r.decls.push_back(make_decl(root["triton_kernel"], YamlCtx{path}, k, backend));
+  r.kernels.push_back(std::move(k));
+  return r.kernels.back();
+}
+
+std::vector<const KernelDecl*> user_kernel_decls(const std::string& backend) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<const KernelDecl*> out;
+  for (const auto& d : r.decls)
+    if (d.backend == backend) out.push_back(&d);
+  return out;
+}
+
+const UserKernel* find_user_kernel(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  for (const auto& k : r.kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+}  // namespace kb::triton
