@@ -245,7 +245,7 @@ void read_cases(const Ctx& cx, const YAML::Node& root, const std::string& text, 
     if (cs["tier"]) c.tier = str(cx, cs["tier"], "cases.tier");
   } else if (root["benchmarks"]) {
     c.sweep_origin = origin;
-    c.sweep_text = keep_top_level(text, {"name", "benchmarks", "shape_sets"});
+    c.sweep_text = keep_top_level(text, {"name", "benchmarks", "shape_sets", "user_kernels"});
   } else {
     throw InputError(fmt::format("{}: missing field 'cases' (a sweep file) or inline 'benchmarks'", origin));
   }
@@ -338,7 +338,7 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   const YAML::Node root = yaml_load(text, origin);
   if (!root.IsMap()) throw InputError(fmt::format("{}: a bisect config must be a mapping (repo, good, bad, provider, ...)", origin));
   check_keys(cx, root, "bisect config",
-             {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks",
+             {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks", "user_kernels",
               "shape_sets", "metric", "threshold", "budgets", "measure", "descend", "priors", "parallel",
               "several_culprits", "report_improvements"});
   BisectConfig c;
