@@ -10,6 +10,7 @@
 
 #include "backends/triton/trace.h"
 #include "backends/triton/triton_compile.h"
+#include "backends/triton/user_kernel.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
@@ -188,6 +189,26 @@ TEST_F(TritonTraceImport, WritesTheKernelFileWithAShapePerDistinctLaunch) {
   const std::string py = read_file(k.py_path);
   EXPECT_TRUE(has(py, "import triton\nimport triton.language as tl\n")) << py;
   EXPECT_TRUE(has(py, "@triton.jit\ndef attn_fwd_kernel(")) << py;
+}
+
+// What import-trace writes is what kbisect's own triton_kernel: reader takes (docs/triton.md): the
+// signature, the constexprs, the divisibility, a shape per distinct launch with its grid values and args.
+TEST_F(TritonTraceImport, WrittenFilesParseAsTritonKernelFiles) {
+  const triton::Trace t = triton::read_trace(kData + "softmax_attn_launch.ndjson");
+  const auto k = triton::write_kernel_files(t, triton::choose_compilation(t, "attn_fwd_kernel", std::nullopt), tmp.path);
+  const triton::UserKernel u = triton::parse_user_kernel(k.yaml_path);
+  EXPECT_EQ(u.name, "attn_fwd_kernel");
+  EXPECT_EQ(u.spec.function, "attn_fwd_kernel");
+  ASSERT_EQ(u.spec.args.size(), 17u);
+  EXPECT_TRUE(u.spec.args[0].divisible);
+  EXPECT_FALSE(u.spec.args[4].divisible);  // sm_scale
+  EXPECT_EQ(u.spec.grid, (std::vector<std::string>{"grid_x", "grid_y"}));
+  ASSERT_EQ(u.shapes.size(), 2u);
+  EXPECT_EQ(u.shapes[0].label, "16x1024x64");
+  EXPECT_EQ(u.shapes[0].values.at("grid_x"), 8);
+  EXPECT_EQ(u.shapes[1].values.at("seq_len"), 2048);
+  const auto only = triton::write_kernel_files(t, triton::choose_compilation(t, "softmax_kernel", 1), tmp.path);
+  EXPECT_TRUE(triton::parse_user_kernel(only.yaml_path).shapes.empty());
 }
 
 // A trace with no launch of the chosen compilation gives a compile-only file (shapes: []).
