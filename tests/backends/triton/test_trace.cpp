@@ -2,6 +2,7 @@
 // tritonparse 0.6.0's own output for real Triton 3.5.1 compiles of a softmax and an attention forward
 // (their launch events follow tritonparse's format: that folder's README says which lines are which).
 // The written .py and YAML are compiled with the real Triton 3.5.1 through kbisect's compile driver.
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -253,6 +254,37 @@ TEST_F(TritonTraceImport, WrittenKernelsCompileWithARealTriton) {
     ASSERT_TRUE(r.ok()) << kernel << ": " << r.status_text() << "\n" << r.out << r.err;
     EXPECT_TRUE(has(r.out, "\"status\": \"ok\"")) << r.out;
     EXPECT_TRUE(file_exists(tmp.path + "/out-" + kernel + "/kernel.cubin"));
+  }
+}
+
+// The commands as a user runs them: import-trace refuses a bad trace with exit 2 and one line naming the
+// file, writes the files from a good one, and `kbisect sweep` compiles the imported attention kernel with
+// Triton 3.5.1 for sm_90a (static metrics; no GPU here, so the cases are skipped after their compile).
+TEST_F(TritonTraceImport, ImportedKernelRunsThroughTheSweepCommand) {
+  const std::string kbisect = std::string(KBISECT_BINARY_DIR) + "/kbisect";
+  const RunResult bad = run_process({kbisect, "import-trace", kData + "no_compilation.ndjson"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_TRUE(has(bad.err, "no_compilation.ndjson: no compilation event")) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  const RunResult warn = run_process({kbisect, "import-trace", kData + "malformed.ndjson", "--list"});
+  EXPECT_EQ(warn.exit_code, 0) << warn.err;
+  EXPECT_TRUE(has(warn.err, "malformed.ndjson:2: skipped")) << warn.err;
+  const RunResult imp = run_process({kbisect, "import-trace", kData + "softmax_attn_launch.ndjson", "--kernel",
+                                     "attn_fwd_kernel", "-o", tmp.path});
+  ASSERT_EQ(imp.exit_code, 0) << imp.out << imp.err;
+  EXPECT_TRUE(has(imp.out, "2 shape(s) from 3 launch(es)")) << imp.out;
+  write_file_atomic(tmp.path + "/sweep.yaml", "name: imported\nuser_kernels: [attn_fwd_kernel.yaml]\n"
+                                              "toolchains: [triton-3.5.1-sm90a]\nbenchmarks:\n  - kernel: attn_fwd_kernel\n");
+  RunOptions ro;
+  ro.timeout_s = 300;
+  const RunResult sw = run_process({kbisect, "sweep", tmp.path + "/sweep.yaml", "-o", tmp.path + "/out", "--jobs", "1"}, ro);
+  ASSERT_EQ(sw.exit_code, 0) << sw.out << sw.err;
+  const nlohmann::json res = nlohmann::json::parse(read_file(tmp.path + "/out/results.json"));
+  ASSERT_EQ(res["cases"].size(), 2u);
+  for (const auto& c : res["cases"]) {
+    EXPECT_NE(c["status"], "failed") << c.dump();
+    EXPECT_GT(c["static"]["registers"].get<double>(), 0) << c.dump();
+    EXPECT_GT(c["static"]["code_bytes"].get<double>(), 0) << c.dump();
   }
 }
 
