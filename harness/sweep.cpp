@@ -263,8 +263,12 @@ const KernelDecl* find_kernel_any(const std::string& name) {
 
 // A user kernel's shape axis: the file's shapes, or those a benchmark names in `shapes:`.
 std::vector<Shape> user_kernel_shapes(const Ctx& cx, const YAML::Node& b, const triton::UserKernel& u) {
-  if (u.shapes.empty())
-    cx.fail(b, fmt::format("kernel '{}' ({}) declares no shapes: a sweep needs at least one", u.name, u.file));
+  if (u.shapes.empty()) {  // compile-only (an imported trace without launches): static metrics, nothing to run
+    if (b["shapes"]) cx.fail(b["shapes"], fmt::format("kernel '{}' ({}) declares no shapes", u.name, u.file));
+    Shape s;
+    s.label = "compile-only";
+    return {s};
+  }
   if (!b["shapes"]) return u.shapes;
   std::vector<Shape> out;
   for (const auto& name : string_list(cx, b["shapes"], "shapes")) {

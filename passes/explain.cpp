@@ -12,14 +12,13 @@
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "passes/passes.h"
+#include "passes/triton_dumps.h"
 #include "harness/runner.h"
 #include "harness/sweep.h"
 
 namespace kb {
 
 namespace fs = std::filesystem;
-
-namespace {
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;
@@ -28,6 +27,8 @@ std::vector<std::string> lines_of(const std::string& s) {
   while (std::getline(in, l)) out.push_back(l);
   return out;
 }
+
+namespace {
 
 // LCS table over two sequences with an equality predicate; returns matched index pairs in order.
 template <class Eq>
@@ -59,12 +60,18 @@ struct Compiled {
 
 Compiled compile_print_changed(const PlannedCase& pc) {
   Toolchain tc = *pc.toolchain;
-  if (!is_clang_kind(tc.kind))
+  const bool triton = tc.kind == "triton";
+  if (!is_clang_kind(tc.kind) && !triton)
     throw InputError(fmt::format("toolchain '{}' is of kind '{}': explain needs clang-based toolchains (kind clang, "
-                                 "clang-cuda or clang-hip) for -mllvm -print-changed",
+                                 "clang-cuda or clang-hip) for -mllvm -print-changed, or Triton toolchains",
                                  tc.name, tc.kind));
-  tc.flags.push_back("-mllvm");
-  tc.flags.push_back("-print-changed=quiet");
+  if (triton) {  // Triton's own per-pass dumps (passes/triton_dumps.h); the LLVM passes' dumps (67 MB for a
+    // matmul) only when the toolchain's env asks for them with LLVM_IR_ENABLE_DUMP=1
+    tc.env["MLIR_ENABLE_DUMP"] = "1";
+  } else {
+    tc.flags.push_back("-mllvm");
+    tc.flags.push_back("-print-changed=quiet");
+  }
   tc.identity.clear();
   resolve_identity(tc);
   const std::string dir = temp_dir("kb-explain");
@@ -81,10 +88,10 @@ Compiled compile_print_changed(const PlannedCase& pc) {
     throw;
   }
   remove_tree(dir);
-  c.dumps = split_ir_dumps(c.art.log);
+  c.dumps = triton ? split_triton_dumps(c.art.log) : split_ir_dumps(c.art.log);
   if (c.dumps.empty())
-    throw InputError(fmt::format("toolchain '{}' printed no '*** IR Dump After' sections with -mllvm -print-changed",
-                                 tc.name));
+    throw InputError(fmt::format("toolchain '{}' printed no '*** IR Dump After' sections with {}", tc.name,
+                                 triton ? "MLIR_ENABLE_DUMP=1 LLVM_IR_ENABLE_DUMP=1" : "-mllvm -print-changed"));
   return c;
 }
 

@@ -23,6 +23,8 @@ struct IrDump {
   std::string text;    // the dump body (without the header line)
 };
 
+// A text's lines, without their newlines.
+std::vector<std::string> lines_of(const std::string& s);
 // Splits -print-changed / -print-after-all stderr into per-pass dumps (other lines are dropped).
 std::vector<IrDump> split_ir_dumps(const std::string& log);
 // The normalization described above.

@@ -186,6 +186,7 @@ Compiled compile(const CompileRequest& req) {
   RunOptions o;
   o.timeout_s = req.timeout_s;
   o.env_set = tc.env;
+  o.max_capture = std::max(o.max_capture, req.log_limit);  // explain reads every per-pass dump
   const std::vector<std::string> argv = {tc.compiler, req.kernel_dir + "/" + kDriverSource, spec_path};
   const RunResult r = run_process(argv, o);
   const std::string what = fmt::format("{} compiling {}", tc.name, req.kernel->name);
@@ -217,7 +218,9 @@ Compiled compile(const CompileRequest& req) {
     if (ttgir.find(spec->expect_ttgir) == std::string::npos)
       throw CompileSkipped(fmt::format("triton {} on {}: {}", c.version, tc.target, spec->expect_reason));
   }
-  c.log = file_exists(req.out_dir + "/ptxas.log") ? read_file(req.out_dir + "/ptxas.log") : tail(r.err, 4000);
+  // What the compiler printed (the per-pass IR dumps when MLIR_ENABLE_DUMP / LLVM_IR_ENABLE_DUMP ask for
+  // them), then what the release's ptxas -v printed.
+  c.log = r.err + (file_exists(req.out_dir + "/ptxas.log") ? read_file(req.out_dir + "/ptxas.log") : "");
 
   // launch.json: the launcher's view (backends/cuda/triton_launch.h reads it).
   json params = json::array();

@@ -66,7 +66,10 @@ FEATURE_TEXT = {
 
 
 def load_function(path, name):
-    spec = importlib.util.spec_from_file_location("kb_user_kernels_" + str(abs(hash(path))), path)
+    # The module's name shows in Triton's IR (function names, locations): the file's stem, the same in every
+    # run (Python's hash() of a string is not).
+    stem = "".join(c if c.isalnum() or c == "_" else "_" for c in os.path.splitext(os.path.basename(path))[0])
+    spec = importlib.util.spec_from_file_location(stem or "kernels", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if not hasattr(module, name):
