@@ -8,25 +8,47 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "core/hash.h"
 
 namespace kb::bisect {
 
+std::string build_job_name(const std::string& sha, const std::string& workdir) {
+  return "kbisect-build-" + sha.substr(0, 12) + "-" + sha256_hex(workdir).substr(0, 8);
+}
+
+bool build_job_left(const std::string& sha, const std::string& workdir, const std::string& job_dir) {
+  const std::string stem = job_dir + "/" + sha;
+  if (file_exists(stem + ".sh") && file_exists(stem + ".rc")) return true;
+  return !slurm::jobs_named(build_job_name(sha, workdir)).empty();
+}
+
 BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, const std::string& worktree,
-                             const std::string& out, const std::string& job_dir) {
+                             const std::string& out, const std::string& workdir, const std::string& job_dir) {
   make_dirs(job_dir);
   const std::string stem = job_dir + "/" + sha, rc_path = stem + ".rc", out_path = stem + ".out";
-  // The user's command is the one thing run through a shell (as for a local build); commit data reaches it
-  // only through the environment, every value in the script single-quoted.
-  slurm::write_script(stem + ".sh", {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", worktree}, {"KBISECT_OUT", out}},
-                      "cd " + slurm::sh_quote(worktree) + " || exit 1\n/bin/sh -c " + slurm::sh_quote(p.command) +
-                          "\nrc=$?\necho \"$rc\" > " + slurm::sh_quote(rc_path) + "\nexit \"$rc\"\n");
+  const std::string name = build_job_name(sha, workdir);
   BuildJobResult r;
+  // Resume: this build's job from a previous session, still known to Slurm, or the status it left.
+  const std::vector<std::string> left = slurm::jobs_named(name);
+  const bool left_status = left.empty() && file_exists(stem + ".sh") && file_exists(rc_path);
+  r.adopted = !left.empty() || left_status;
+  if (!r.adopted)
+    // The user's command is the one thing run through a shell (as for a local build); commit data reaches
+    // it only through the environment, every value in the script single-quoted.
+    slurm::write_script(stem + ".sh", {{"KBISECT_COMMIT", sha}, {"KBISECT_WORKTREE", worktree}, {"KBISECT_OUT", out}},
+                        "cd " + slurm::sh_quote(worktree) + " || exit 1\n/bin/sh -c " + slurm::sh_quote(p.command) +
+                            "\nrc=$?\necho \"$rc\" > " + slurm::sh_quote(rc_path) + "\nexit \"$rc\"\n");
   const double t0 = now_s();
   for (r.attempts = 1; r.attempts <= 2; ++r.attempts) {
-    std::error_code ec;
-    std::filesystem::remove(rc_path, ec);
-    r.job_id = slurm::submit(slurm::sbatch_argv(*p.slurm, "kbisect-build-" + sha.substr(0, 12), out_path, "", ""), stem + ".sh");
-    const bool gone = slurm::wait_gone({r.job_id}, p.timeout_s, p.slurm_poll_s);
+    const bool adopt_now = r.attempts == 1 && r.adopted;
+    if (adopt_now && !left.empty()) {
+      r.job_id = left.front();
+    } else if (!adopt_now) {
+      std::error_code ec;
+      std::filesystem::remove(rc_path, ec);
+      r.job_id = slurm::submit(slurm::sbatch_argv(*p.slurm, name, out_path, "", ""), stem + ".sh");
+    }
+    const bool gone = r.job_id.empty() ? true : slurm::wait_gone({r.job_id}, p.timeout_s, p.slurm_poll_s);
     r.wall_s = now_s() - t0;
     r.log = file_exists(out_path) ? tail(read_file(out_path), 3000) : "";
     if (!gone) {
@@ -34,15 +56,18 @@ BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, cons
       r.reason = fmt::format("build timed out after {:g} s (Slurm job {} cancelled)", p.timeout_s, r.job_id);
       return r;
     }
-    r.state = slurm::job_info(r.job_id).state;
+    r.state = r.job_id.empty() ? "" : slurm::job_info(r.job_id).state;
     if (file_exists(rc_path)) {
       std::string rc = read_file(rc_path);
       while (!rc.empty() && (rc.back() == '\n' || rc.back() == ' ')) rc.pop_back();
       r.ok = rc == "0";
-      if (!r.ok) r.reason = fmt::format("build failed (exit {}) in Slurm job {}: {}", rc, r.job_id, tail(r.log, 400));
+      if (!r.ok)
+        r.reason = fmt::format("build failed (exit {}) in Slurm job {}: {}", rc, r.job_id.empty() ? "(an earlier session's)" : r.job_id,
+                               tail(r.log, 400));
       return r;
     }
-    if (r.state == "NODE_FAIL" && r.attempts == 1) continue;  // a node failure is retried once
+    // A node failure, or an adopted job that vanished without a status, is submitted once more.
+    if (r.attempts == 1 && (r.state == "NODE_FAIL" || r.adopted)) continue;
     if (r.state == "TIMEOUT")
       r.reason = fmt::format("Slurm killed build job {} at its time limit ({}; JobState TIMEOUT)", r.job_id,
                              p.slurm->time.empty() ? "the partition's default" : p.slurm->time);

@@ -6,6 +6,10 @@
 // `scontrol show job`: a non-zero status is a failed build, a job Slurm killed at its time limit (TIMEOUT)
 // a failed build that says so, a node failure (NODE_FAIL) is submitted once more, and a job still queued
 // or running after provider.build.timeout_s is cancelled (scancel) and counts as timed out.
+// Resume: each build's job is named after the commit and the working directory (build_job_name), so a
+// bisection resumed after kbisect died adopts its own job still queued or running instead of submitting
+// it again, and takes the exit status a job that ended meanwhile left; a job that vanished is submitted
+// again (once, as any job).
 #pragma once
 #include <string>
 
@@ -20,10 +24,18 @@ struct BuildJobResult {
   double wall_s = 0;   // submit to end, queueing included
   std::string job_id, state;
   int attempts = 0;
+  bool adopted = false;  // a job (or the exit status) a previous session left was taken
 };
+
+// kbisect-build-<sha12>-<8 hex digits of the working directory's hash>.
+std::string build_job_name(const std::string& sha, const std::string& workdir);
+
+// True when a previous session left this build's job queued or running, or its exit status: the caller
+// keeps the worktree (the job may be using it) and run_build_job adopts the job.
+bool build_job_left(const std::string& sha, const std::string& workdir, const std::string& job_dir);
 
 // Throws EnvError when Slurm's tools cannot run (sbatch missing, or sbatch refusing the job).
 BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, const std::string& worktree,
-                             const std::string& out, const std::string& job_dir);
+                             const std::string& out, const std::string& workdir, const std::string& job_dir);
 
 }  // namespace kb::bisect

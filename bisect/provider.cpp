@@ -178,16 +178,20 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
   const std::string wt = workdir_ + "/worktrees/" + sha.substr(0, 16);
   const std::string out = workdir_ + "/builds/" + sha;
   make_dirs(workdir_ + "/worktrees");
-  repo_.run({"worktree", "prune"});
-  if (fs::exists(wt)) {
-    repo_.run({"worktree", "remove", "--force", wt});
-    remove_tree(wt);
+  // A Slurm build job a killed session left (bisect/build_job.h) keeps its worktree: it is adopted below.
+  const bool left = p.slurm && fs::exists(wt) && build_job_left(sha, workdir_, workdir_ + "/slurm");
+  if (!left) {
+    repo_.run({"worktree", "prune"});
+    if (fs::exists(wt)) {
+      repo_.run({"worktree", "remove", "--force", wt});
+      remove_tree(wt);
+    }
+    make_dirs(out);
+    repo_.worktree_add(wt, sha);
   }
-  make_dirs(out);
-  repo_.worktree_add(wt, sha);
   std::string reason;  // empty: built
   if (p.slurm) {  // a Slurm job on the build partition (bisect/build_job.h)
-    const BuildJobResult jr = run_build_job(p, sha, wt, out, workdir_ + "/slurm");
+    const BuildJobResult jr = run_build_job(p, sha, wt, out, workdir_, workdir_ + "/slurm");
     r.build_s = jr.wall_s;
     r.log_tail = jr.log;
     if (!jr.ok) reason = jr.reason;

@@ -122,6 +122,23 @@ bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double
   }
 }
 
+std::vector<std::string> jobs_named(const std::string& name, double timeout_s) {
+  if (which("squeue").empty()) throw EnvError("'squeue' not found in PATH");
+  RunOptions ro;
+  ro.timeout_s = timeout_s;
+  const RunResult r = run_process({"squeue", "-h", "-n", name, "-o", "%i"}, ro);
+  if (!r.ok()) throw EnvError(fmt::format("squeue -n {} failed ({}): {}", name, r.status_text(), trim(tail(r.err, 400))));
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < r.out.size();) {
+    size_t j = r.out.find('\n', i);
+    if (j == std::string::npos) j = r.out.size();
+    const std::string id = trim(r.out.substr(i, j - i));
+    if (valid_job_id(id)) ids.push_back(id);
+    i = j + 1;
+  }
+  return ids;
+}
+
 JobInfo job_info(const std::string& job_id, double timeout_s) {
   if (!valid_job_id(job_id)) throw InputError(fmt::format("not a Slurm job id: '{}'", job_id));
   JobInfo info;

@@ -1,4 +1,4 @@
-// A thin driver for Slurm's command-line tools (sbatch, squeue, scancel), argv only through the project's
+// A thin driver for Slurm's command-line tools (sbatch, squeue, scontrol, scancel), argv only through the project's
 // process runner. Batch scripts are files written into a run directory with every value single-quoted, so
 // nothing the user wrote (paths, filters, dates) is ever read as shell syntax; sbatch never gets --wrap.
 // Job state is polled with `squeue -h -j ID` (no accounting database needed; sacct is not used), and every
@@ -36,6 +36,10 @@ std::string submit(const std::vector<std::string>& sbatch_args, const std::strin
 // `squeue -h -j ID -o %i|%T`. An empty map means the job has left the queue (finished, failed or
 // cancelled). Throws EnvError when squeue cannot run; an id the controller forgot counts as gone.
 std::map<std::string, std::string> queued(const std::string& job_id, double timeout_s = 30);
+
+// Ids of the jobs named `name` still known to the controller (`squeue -h -n NAME -o %i`), for adopting a
+// job a killed run left behind. Throws EnvError when squeue cannot run.
+std::vector<std::string> jobs_named(const std::string& name, double timeout_s = 30);
 
 // Polls queued() every poll_s until every job in `job_ids` has left the queue or timeout_s passed.
 // Returns true when all left; false on timeout (the jobs are left alone; the caller decides).
