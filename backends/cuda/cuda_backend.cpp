@@ -219,7 +219,8 @@ class CudaBackend : public Backend {
     else throw InputError(fmt::format("toolchain '{}': unknown CUDA kind '{}'", tc.name, tc.kind));
 
     Artifact a = make_artifact(req, cubin, "kb_matmul", co.wall_s, co.log);
-    fill_metrics(a, co.log);
+    const auto ls = launch_shape(a.kernel, a.params, a.dtype);
+    fill_metrics(a, co.log, ls.threads, ls.dynamic_smem, false);
     if (k.name == "matmul_ws_sm90") a.metrics["tmap_by_value"] = tc.kind == "clang-cuda" ? 0 : 1;
     return a;
   }
@@ -257,23 +258,8 @@ class CudaBackend : public Backend {
   static Artifact compile_triton(const CompileRequest& req) {
     triton::Compiled c = triton::compile(req);
     Artifact a = make_artifact(req, c.binary_path, c.entry, c.compile_s, c.log);
-    auto m = read_cubin(a.binary_path, a.entry);
-    if (!m.kernel_found) throw CompileError(fmt::format("{}: cubin has no kernel '{}'", a.binary_path, a.entry), "");
-    a.code_hash = m.code_hash;
-    a.code_bytes = m.code_bytes;
-    if (m.registers) a.metrics["registers"] = double(*m.registers);
-    if (m.frame_bytes) a.metrics["frame_bytes"] = double(*m.frame_bytes);
-    if (m.min_stack_bytes) a.metrics["stack_bytes"] = double(*m.min_stack_bytes);
-    auto p = parse_ptxas_log(c.log, a.entry);
-    a.metrics["spill_stores"] = double(p.spill_stores.value_or(0));
-    a.metrics["spill_loads"] = double(p.spill_loads.value_or(0));
-    const int threads = 32 * c.num_warps;
-    a.metrics["threads_per_block"] = threads;
+    fill_metrics(a, c.log, 32 * c.num_warps, c.shared_bytes, true);
     a.metrics["num_warps"] = c.num_warps;
-    a.metrics["dynamic_smem_bytes"] = double(c.shared_bytes);
-    a.metrics["smem_bytes"] = double(m.smem_bytes + c.shared_bytes);
-    a.metrics["occupancy"] = theoretical_occupancy(arch_limits(a.target), int(m.registers.value_or(0)), threads,
-                                                   m.smem_bytes + c.shared_bytes);
     return a;
   }
 
@@ -283,7 +269,11 @@ class CudaBackend : public Backend {
     return fmt::format("{}.{}", major, minor);
   }
 
-  static void fill_metrics(Artifact& a, const std::string& log) {
+  // The cubin's metrics, the spills ptxas -v printed in `log`, and the occupancy for blocks of `threads` with
+  // `dynamic_smem` bytes on top of the static shared memory. smem_bytes is the static figure, or static plus
+  // dynamic when `smem_with_dynamic` (a Triton kernel's shared memory is all dynamic).
+  static void fill_metrics(Artifact& a, const std::string& log, int threads, int64_t dynamic_smem,
+                           bool smem_with_dynamic) {
     auto m = read_cubin(a.binary_path, a.entry);
     if (!m.kernel_found) throw CompileError(fmt::format("{}: cubin has no kernel '{}'", a.binary_path, a.entry), "");
     a.code_hash = m.code_hash;
@@ -292,15 +282,14 @@ class CudaBackend : public Backend {
     if (m.frame_bytes) a.metrics["frame_bytes"] = double(*m.frame_bytes);
     if (m.min_stack_bytes) a.metrics["stack_bytes"] = double(*m.min_stack_bytes);
     if (m.max_stack_bytes) a.metrics["max_stack_bytes"] = double(*m.max_stack_bytes);
-    a.metrics["smem_bytes"] = double(m.smem_bytes);
+    a.metrics["smem_bytes"] = double(m.smem_bytes + (smem_with_dynamic ? dynamic_smem : 0));
     auto p = parse_ptxas_log(log, a.entry);
     if (p.spill_stores) a.metrics["spill_stores"] = double(*p.spill_stores);
     if (p.spill_loads) a.metrics["spill_loads"] = double(*p.spill_loads);
-    auto ls = launch_shape(a.kernel, a.params, a.dtype);
-    a.metrics["threads_per_block"] = ls.threads;
-    a.metrics["dynamic_smem_bytes"] = double(ls.dynamic_smem);
-    a.metrics["occupancy"] = theoretical_occupancy(arch_limits(a.target), int(m.registers.value_or(0)), ls.threads,
-                                                   m.smem_bytes + ls.dynamic_smem);
+    a.metrics["threads_per_block"] = threads;
+    a.metrics["dynamic_smem_bytes"] = double(dynamic_smem);
+    a.metrics["occupancy"] = theoretical_occupancy(arch_limits(a.target), int(m.registers.value_or(0)), threads,
+                                                   m.smem_bytes + dynamic_smem);
   }
 };
 
