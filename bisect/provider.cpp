@@ -1,6 +1,7 @@
 #include "bisect/provider.h"
 
 #include <filesystem>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -172,6 +173,14 @@ ToolchainAtCommit Provider::get_prebuilt(const std::string& sha, std::map<std::s
   return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
 }
 
+namespace {
+// One process's git worktree bookkeeping at a time (the builds themselves run concurrently).
+std::mutex& worktree_mu() {
+  static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
 ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::string, std::string>& vars) {
   const ProviderSpec& p = cfg_.provider;
   ToolchainAtCommit r;
@@ -181,6 +190,9 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
   // A Slurm build job a killed session left (bisect/build_job.h) keeps its worktree: it is adopted below.
   const bool left = p.slurm && fs::exists(wt) && build_job_left(sha, workdir_, workdir_ + "/slurm");
   if (!left) {
+    // Concurrent builds (parallel: P) share the repository's worktree list: a prune beside another build's
+    // `worktree add` removed that worktree's half-written entry ("failed to read .git/worktrees/.../commondir").
+    std::lock_guard<std::mutex> lock(worktree_mu());
     repo_.run({"worktree", "prune"});
     if (fs::exists(wt)) {
       repo_.run({"worktree", "remove", "--force", wt});
@@ -212,11 +224,14 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
     }
   }
   r.built = true;
-  try {
-    repo_.worktree_remove(wt, true);
-  } catch (const Error&) {
-    remove_tree(wt);
-    repo_.run({"worktree", "prune"});
+  {
+    std::lock_guard<std::mutex> lock(worktree_mu());
+    try {
+      repo_.worktree_remove(wt, true);
+    } catch (const Error&) {
+      remove_tree(wt);
+      repo_.run({"worktree", "prune"});
+    }
   }
   if (!reason.empty()) return failed(dir_for(workdir_, sha), r, reason, true);
   vars["out"] = out;
