@@ -108,10 +108,9 @@ Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, s
   return s;
 }
 
-UserKernel parse(const std::string& path) {
+UserKernel parse(const std::string& path, const YAML::Node& root) {
   const std::string abs = fs::weakly_canonical(fs::absolute(path)).string();
   YamlCtx cx{path};
-  const YAML::Node root = yaml_load(read_file(path), path);
   if (!root.IsMap() || !root["triton_kernel"])
     throw InputError(fmt::format("{}: expected a mapping with 'triton_kernel' (docs/triton.md)", path));
   check_yaml_keys(cx, root, "kernel file", {"triton_kernel", "shapes"});
@@ -223,9 +222,9 @@ Registry& registry() {
 }  // namespace
 
 UserKernel parse_user_kernel(const std::string& path) {
-  UserKernel k = parse(path);
-  YamlCtx cx{path};
   const YAML::Node root = yaml_load(read_file(path), path);
+  UserKernel k = parse(path, root);
+  YamlCtx cx{path};
   if (const YAML::Node shapes = root["shapes"]) {
     if (!shapes.IsSequence()) cx.fail(shapes, "'shapes' must be a list");
     std::set<std::string> names;
@@ -235,7 +234,7 @@ UserKernel parse_user_kernel(const std::string& path) {
       k.shapes.push_back(std::move(s));
     }
   }
-  for (const auto& backend : {"cuda", "hip"}) make_decl(root["triton_kernel"], cx, k, backend);  // validates
+  for (const auto& backend : {"cuda", "hip"}) k.decls.push_back(make_decl(root["triton_kernel"], cx, k, backend));
   return k;
 }
 
@@ -250,8 +249,8 @@ const UserKernel& load_user_kernel(const std::string& path) {
     if (have.file == k.file) return have;
     throw InputError(fmt::format("{}: kernel '{}' is already declared by {}", path, k.name, have.file));
   }
-  const YAML::Node root = yaml_load(read_file(path), path);
-  for (const auto& backend : {"cuda", "hip"}) r.decls.push_back(make_decl(root["triton_kernel"], YamlCtx{path}, k, backend));
+  for (auto& d : k.decls) r.decls.push_back(std::move(d));
+  k.decls.clear();
   r.kernels.push_back(std::move(k));
   return r.kernels.back();
 }

@@ -17,6 +17,7 @@ struct UserKernel {
   std::string name;
   std::vector<Shape> shapes;  // labelled shapes: name + values
   TritonSpec spec;
+  std::vector<KernelDecl> decls;  // one per Triton-capable backend (cuda, hip); moved into the registry on load
 };
 
 // Reads and registers `path` (idempotent for the same file; InputError for another file that declares a

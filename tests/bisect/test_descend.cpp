@@ -23,21 +23,6 @@ using kbtest::GitRepo;
 namespace {
 
 
-// The outer "build": a compiler wrapper with the flags of the inner commit named in pin.txt.
-std::string build_script(const std::string& inner) {
-  return fmt::format(R"SH(#!/bin/sh
-set -e
-pin=$(cut -d' ' -f1 pin.txt)
-flags=$(git -C '{}' show "$pin:flags.txt")
-printf '#!/bin/sh\nexec clang++-19 %s "$@"\n' "$flags" > "$KBISECT_OUT/cc"
-chmod +x "$KBISECT_OUT/cc"
-)SH",
-                     inner);
-}
-
-std::map<std::string, std::string> inner_files(const std::string& flags) {
-  return {{"tc.yaml", cpu_toolchain(flags)}, {"flags.txt", flags + "\n"}};
-}
 
 std::string config_text(const GitRepo& outer, const GitRepo& inner, const std::string& good, const std::string& bad,
                         const std::string& descend_extra = "") {
@@ -83,14 +68,14 @@ BisectRun fake_run(const GitRepo& outer, const std::string& parent, const std::s
 TEST(Descend, NamesTheOuterBumpAndTheInnerCommit) {
   GitRepo inner, outer;
   std::vector<std::string> in;
-  in.push_back(inner.commit(inner_files("-O3 -march=x86-64-v3"), "inner good: -O3"));
+  in.push_back(inner.commit(kbtest::pin_inner_files("-O3 -march=x86-64-v3"), "inner good: -O3"));
   in.push_back(inner.commit({{"README", "docs\n"}}, "inner docs"));
-  in.push_back(inner.commit(inner_files("-O3 -march=x86-64-v3 -fno-omit-frame-pointer"), "keep frame pointers"));
-  in.push_back(inner.commit(inner_files("-O0"), "switch to -O0"));
+  in.push_back(inner.commit(kbtest::pin_inner_files("-O3 -march=x86-64-v3 -fno-omit-frame-pointer"), "keep frame pointers"));
+  in.push_back(inner.commit(kbtest::pin_inner_files("-O0"), "switch to -O0"));
   in.push_back(inner.commit({{"README", "more docs\n"}}, "inner docs again"));
-  in.push_back(inner.commit(inner_files("-O0 -fno-inline"), "no inlining"));
+  in.push_back(inner.commit(kbtest::pin_inner_files("-O0 -fno-inline"), "no inlining"));
 
-  const std::string script = build_script(inner.path());
+  const std::string script = kbtest::pin_build_script(inner.path());
   std::vector<std::string> out;
   out.push_back(outer.commit({{"build.sh", script}, {"pin.txt", in[0] + "\n"}, {"src.txt", "a\n"}}, "outer good"));
   out.push_back(outer.commit({{"src.txt", "b\n"}}, "outer: unrelated change"));
@@ -134,7 +119,7 @@ TEST(Descend, NamesTheOuterBumpAndTheInnerCommit) {
 
 TEST(Descend, NoDescentWhenTheCulpritLeavesThePinAlone) {
   GitRepo inner, outer;
-  const std::string i0 = inner.commit(inner_files("-O2"), "i0");
+  const std::string i0 = inner.commit(kbtest::pin_inner_files("-O2"), "i0");
   const std::string a = outer.commit({{"pin.txt", i0 + "\n"}, {"src.txt", "a\n"}}, "a");
   const std::string b = outer.commit({{"src.txt", "b\n"}}, "b: touches src only");
   const BisectConfig cfg = parse_bisect_config(config_text(outer, inner, a, b), outer.tmp() + "/c.yaml");
@@ -160,7 +145,7 @@ TEST(Descend, NoDescentWhenTheCulpritLeavesThePinAlone) {
 
 TEST(Descend, InvalidPinsAreClearErrors) {
   GitRepo inner, outer;
-  const std::string i0 = inner.commit(inner_files("-O2"), "i0");
+  const std::string i0 = inner.commit(kbtest::pin_inner_files("-O2"), "i0");
   const std::string a = outer.commit({{"pin.txt", i0 + "\n"}}, "a");
   const std::string bad = outer.commit({{"pin.txt", "0123456789abcdef0123456789abcdef01234567\n"}}, "pin an unknown sha");
   const std::string empty = outer.commit({{"pin.txt", " \n"}}, "empty pin");

@@ -115,6 +115,24 @@ inline std::string bisect_config(const GitRepo& r, const std::string& good, cons
                      good, bad, provider, kSmallCase, metric, threshold, budget_lines(b), extra);
 }
 
+// A descent fixture's outer "build": a compiler wrapper with the flags of the inner commit named in pin.txt
+// (the inner repository at `inner` holds flags.txt at each commit).
+inline std::string pin_build_script(const std::string& inner) {
+  return fmt::format(R"SH(#!/bin/sh
+set -e
+pin=$(cut -d' ' -f1 pin.txt)
+flags=$(git -C '{}' show "$pin:flags.txt")
+printf '#!/bin/sh\nexec clang++-19 %s "$@"\n' "$flags" > "$KBISECT_OUT/cc"
+chmod +x "$KBISECT_OUT/cc"
+)SH",
+                     inner);
+}
+
+// A descent fixture's inner commit: its in-tree CPU toolchain and the flags the outer build reads.
+inline std::map<std::string, std::string> pin_inner_files(const std::string& flags) {
+  return {{"tc.yaml", cpu_toolchain(flags)}, {"flags.txt", flags + "\n"}};
+}
+
 // Writes text into r's temporary directory as name; returns the path.
 inline std::string write_tmp(const GitRepo& r, const std::string& text, const std::string& name = "bisect.yaml") {
   const std::string p = r.tmp() + "/" + name;

@@ -22,21 +22,6 @@ namespace {
 
 const std::string kTiny = KBISECT_SOURCE_DIR "/tests/data/nightly/tiny.yaml";
 
-// The outer "build": a compiler wrapper with the flags of the inner commit named in pin.txt.
-std::string build_script(const std::string& inner) {
-  return fmt::format(R"SH(#!/bin/sh
-set -e
-pin=$(cut -d' ' -f1 pin.txt)
-flags=$(git -C '{}' show "$pin:flags.txt")
-printf '#!/bin/sh\nexec clang++-19 %s "$@"\n' "$flags" > "$KBISECT_OUT/cc"
-chmod +x "$KBISECT_OUT/cc"
-)SH",
-                     inner);
-}
-
-std::map<std::string, std::string> inner_files(const std::string& flags) {
-  return {{"tc.yaml", kbtest::cpu_toolchain(flags)}, {"flags.txt", flags + "\n"}};
-}
 
 std::string nightly_config(const std::string& root, const std::string& outer, const std::string& descend_repo) {
   return fmt::format(
@@ -56,7 +41,7 @@ std::string why(const kb::RunResult& r) { return r.status_text() + "\nstdout: " 
 
 TEST(NightlyDescend, ConfigErrorsNameTheField) {
   GitRepo inner, outer;
-  outer.commit({{"build.sh", build_script(inner.path())}, {"pin.txt", "x\n"}}, "outer");
+  outer.commit({{"build.sh", kbtest::pin_build_script(inner.path())}, {"pin.txt", "x\n"}}, "outer");
   const std::string path = outer.tmp() + "/nightly.yaml";
   const std::string ok = nightly_config(outer.tmp() + "/out", outer.path(), inner.path());
   const auto c = kb::nightly::parse_nightly_config(ok, path);
@@ -84,12 +69,12 @@ TEST(NightlyDescend, ConfigErrorsNameTheField) {
 TEST(NightlyDescend, AutoBisectDescendsIntoThePinBump) {
   GitRepo inner, outer;
   std::vector<std::string> in;
-  in.push_back(inner.commit(inner_files("-O3 -march=x86-64-v3"), "inner good: -O3"));
+  in.push_back(inner.commit(kbtest::pin_inner_files("-O3 -march=x86-64-v3"), "inner good: -O3"));
   in.push_back(inner.commit({{"README", "docs\n"}}, "inner docs"));
-  in.push_back(inner.commit(inner_files("-O0"), "switch to -O0"));
+  in.push_back(inner.commit(kbtest::pin_inner_files("-O0"), "switch to -O0"));
   in.push_back(inner.commit({{"README", "more docs\n"}}, "inner docs again"));
   std::vector<std::string> out;
-  out.push_back(outer.commit({{"build.sh", build_script(inner.path())}, {"pin.txt", in[0] + "\n"}, {"src.txt", "a\n"}},
+  out.push_back(outer.commit({{"build.sh", kbtest::pin_build_script(inner.path())}, {"pin.txt", in[0] + "\n"}, {"src.txt", "a\n"}},
                              "outer good"));
   // The nightly config sits beside the outer repository and names the inner one relatively.
   const std::string root = outer.tmp() + "/out";

@@ -45,8 +45,6 @@ TEST(TritonExpr, GridExpressions) {
   EXPECT_EQ(triton::expr_names("cdiv(M, BLOCK_M)"), (std::vector<std::string>{"M", "BLOCK_M"}));
 }
 
-Backend* backend_or_skip(const std::string& name) { return find_backend(name); }
-
 // The preset of a release for a target, identity resolved; the test fails (naming install-deps) when
 // this machine has no environment for it.
 Toolchain preset(Backend& be, const std::string& release, const std::string& target) {
