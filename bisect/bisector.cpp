@@ -65,7 +65,9 @@ const Probe& Loop::probe(int i) {
     if (j_) j_->append({{"ev", "build_start"}, {"sha", sha}, {"index", i}});
     const double t = now_s();
     p = lab_.probe(sha);
-    if (j_) j_->append({{"ev", "build_end"}, {"sha", sha}, {"index", i}, {"probe", to_json(p)}, {"wall_s", now_s() - t}});
+    o_.build_wait_s += now_s() - t;
+    build_event({{"ev", "build_end"}, {"sha", sha}, {"index", i}, {"probe", to_json(p)}, {"wall_s", now_s() - t}});
+    drain_build_events();
     if (p.built) ++o_.builds;
   }
   o_.probes[size_t(i)] = p;
@@ -109,6 +111,7 @@ Rounds Loop::measure_units(const std::string& key, const std::vector<int>& idx, 
     const double t = now_s();
     m = lab_.measure(shas, ask, stop);
     step.wall_s = now_s() - t;
+    o_.measure_s += step.wall_s;
     const int64_t n = m.raw.empty() ? 0 : int64_t(m.raw[0].size());
     o_.samples += n * int64_t(shas.size());
     if (j_)
@@ -147,6 +150,8 @@ Outcome Loop::run() {
   journal_start();
 
   // ---- endpoints and reproduction ----
+  // With builders, the first rounds' commits build while the endpoints do.
+  want_ahead(0, n - 1, {0, n - 1}, {});
   for (int i : {0, n - 1}) {
     const char* which = i == 0 ? "good" : "bad";
     say(fmt::format("{} {}: building and compiling", which, short_sha(plan_.shas[size_t(i)])));
@@ -164,7 +169,10 @@ Outcome Loop::run() {
   say("reproduce: " + rep.reason);
   decision_event("reproduce", rep);
   o_.reproduce = rep;
+  o_.reproduce_s = now_s() - t0_;
   if (!reproduced) {
+    end_builds();
+    if (plan_.builders <= 1) o_.builds_started = o_.builds;
     o_.verdict = rep.measured && rep.decision.verdict == stats::Verdict::unsure ? "inconclusive" : "not-reproduced";
     o_.summary = (o_.verdict == "inconclusive" ? "could not tell good from bad within the budget: "
                                                : "the regression does not reproduce: ") +
@@ -176,6 +184,7 @@ Outcome Loop::run() {
   // ---- steps over a work list of ranges ----
   init_levels(rep);
   std::deque<Seg> work = {Seg{0, n - 1, 0, 1, false}};
+  work_ = &work;
   while (!work.empty() && !budget_out_) {
     Seg g = work.front();
     work.pop_front();
@@ -183,8 +192,11 @@ Outcome Loop::run() {
   }
   if (budget_out_)
     for (const Seg& g : work) o_.unresolved.push_back({g.a, g.b, g.improvement, "budget-exhausted", range_candidates(g)});
+  end_builds();
 
   finish_outcome();
+  o_.search_s = std::max(0.0, now_s() - t0_ - o_.reproduce_s - o_.verify_s);
+  if (plan_.builders <= 1) o_.builds_started = o_.builds;
   o_.wall_s = elapsed();
   return std::move(o_);
 }
@@ -201,6 +213,7 @@ void Loop::journal_start() {
       throw InputError(fmt::format("journal {} was measured with measure.block_rounds {}, the config now says {} "
                                    "(default {}); restore it or use another --workdir",
                                    j_->path(), jb, plan_.block_rounds, MeasureSettings{}.block_rounds));
+    for (const json& ev : j_->events()) count_build_event(ev);
     j_->append({{"ev", "resume"}, {"events", j_->events().size()}});
   } else {
     json ev = {{"ev", "start"}, {"shas", plan_.shas}, {"metric", to_string(plan_.metric)},
@@ -209,6 +222,77 @@ void Loop::journal_start() {
                {"report_improvements", plan_.report_improvements}};
     if (!plan_.weights.empty()) ev["weights"] = plan_.weights;
     j_->append(ev);
+  }
+}
+
+void Loop::want_ahead(int lo, int hi, const std::vector<int>& needs, const std::vector<int>& picks) {
+  if (plan_.builders <= 1) return;
+  auto fresh = [&](int i) { return !o_.probed[size_t(i)] && !(j_ && j_->probe(plan_.shas[size_t(i)])); };
+  std::vector<std::string> need, ahead;
+  bool ready = true;
+  for (int i : needs)
+    if (fresh(i)) {
+      need.push_back(plan_.shas[size_t(i)]);
+      ready = ready && lab_.ready(need.back());
+    }
+  std::set<int> skips;
+  for (int i = lo + 1; i < hi; ++i)
+    if (skipped_.size() > size_t(i) && skipped_[size_t(i)]) skips.insert(i);
+  // A round whose builds are ready is decided within a measurement: building deep from it starts builds
+  // that decision mostly cancels minutes later, so it looks one level ahead (the simulation's rule).
+  const int depth = ready ? std::min(1, plan_.speculation_depth) : plan_.speculation_depth;
+  for (int c : speculation(lo, hi, picks, plan_.workers, skips, plan_.builders * 2, depth, plan_.weights))
+    if (fresh(c)) {
+      ahead.push_back(plan_.shas[size_t(c)]);
+      asked_.insert(c);
+    }
+  for (int i : needs) asked_.insert(i);
+  // Useless: asked for before, but outside (lo, hi) and every range still to search.
+  auto open = [&](int i) {
+    if (i > lo && i < hi) return true;
+    if (work_)
+      for (const Seg& g : *work_)
+        if (i > g.a && i < g.b) return true;
+    return false;
+  };
+  std::vector<std::string> useless;
+  for (auto it = asked_.begin(); it != asked_.end();) {
+    if (open(*it) || std::find(needs.begin(), needs.end(), *it) != needs.end()) {
+      ++it;
+      continue;
+    }
+    useless.push_back(plan_.shas[size_t(*it)]);
+    it = asked_.erase(it);
+  }
+  lab_.want(need, ahead, useless);
+  drain_build_events();
+}
+
+void Loop::end_builds() {
+  if (plan_.builders <= 1) return;
+  lab_.stop_builds();
+  drain_build_events();
+}
+
+void Loop::drain_build_events() {
+  for (const json& ev : lab_.build_events()) build_event(ev);
+}
+
+void Loop::build_event(const json& ev) {
+  count_build_event(ev);
+  if (j_) j_->append(ev);
+}
+
+void Loop::count_build_event(const json& ev) {
+  const std::string kind = ev.value("ev", std::string()), sha = ev.value("sha", std::string());
+  if (kind == "build_submitted") {
+    ++o_.builds_started;
+    if (ev.value("speculative", false)) ahead_.insert(sha);
+  } else if (kind == "build_cancelled") {
+    ++o_.builds_cancelled;
+    ahead_.erase(sha);
+  } else if (kind == "build_end" && ahead_.erase(sha)) {
+    ++o_.builds_ahead_used;
   }
 }
 

@@ -57,6 +57,10 @@ struct Plan {
   bool several = true;            // search both sides of an intermediate level (several culprits)
   bool report_improvements = false;  // also search ranges where the metric gets better
   int workers = 1;                // commits probed and measured per round (parallel rounds)
+  // Builds in flight (> 1: the loop tells the lab, before each round, which commits it needs and which
+  // the next rounds can need, Lab::want; speculation changes when a build is ready, never a decision).
+  int builders = 1;
+  int speculation_depth = 3;      // levels of sub-ranges built ahead while a round waits for a build
 };
 
 struct Step {
@@ -123,7 +127,13 @@ struct Outcome {
   std::vector<Probe> probes;    // per walk index (ok = false and empty reason when never probed)
   std::vector<bool> probed;
   double good_level = 0;        // the good level in plot units (static: value; timed: 0 = log-ratio vs good)
-  int builds = 0;               // toolchain builds that ran (cached ones are free)
+  int builds = 0;               // toolchain builds that ran for commits the loop asked about (cached ones are free)
+  // Builds ahead (builders > 1; else builds_started == builds): every build started, speculative ones
+  // included; those cancelled because a decision made them useless; those built ahead that a round used.
+  int builds_started = 0, builds_cancelled = 0, builds_ahead_used = 0;
+  // Wall time per phase (seconds, this session and the journaled ones): reproduce (endpoints built and
+  // compared), search (the steps), verify; and across them, waiting for builds and measuring.
+  double reproduce_s = 0, search_s = 0, verify_s = 0, build_wait_s = 0, measure_s = 0;
   int64_t samples = 0;          // timing samples taken (every executable, every round)
   int visited = 0, measured_steps = 0;
   int rounds = 0;               // step rounds (one commit per round, or `workers` commits per round)

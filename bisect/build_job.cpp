@@ -23,7 +23,8 @@ bool build_job_left(const std::string& sha, const std::string& workdir, const st
 }
 
 BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, const std::string& worktree,
-                             const std::string& out, const std::string& workdir, const std::string& job_dir) {
+                             const std::string& out, const std::string& workdir, const std::string& job_dir,
+                             const std::atomic<bool>* cancel) {
   make_dirs(job_dir);
   const std::string stem = job_dir + "/" + sha, rc_path = stem + ".rc", out_path = stem + ".out";
   const std::string name = build_job_name(sha, workdir);
@@ -46,17 +47,37 @@ BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, cons
     } else if (!adopt_now) {
       std::error_code ec;
       std::filesystem::remove(rc_path, ec);
-      r.job_id = slurm::submit(slurm::sbatch_argv(*p.slurm, name, out_path, "", ""), stem + ".sh");
+      // Not requeued by Slurm after a node failure (a requeued job waits minutes before it may start
+      // again): kbisect submits it once more itself, at once.
+      std::vector<std::string> args = slurm::sbatch_argv(*p.slurm, name, out_path, "", "");
+      args.insert(args.begin(), "--no-requeue");
+      r.job_id = slurm::submit(args, stem + ".sh");
     }
-    const bool gone = r.job_id.empty() ? true : slurm::wait_gone({r.job_id}, p.timeout_s, p.slurm_poll_s);
+    auto cancelled = [cancel] { return cancel && cancel->load(); };
+    const bool gone = r.job_id.empty() ? true : slurm::wait_gone({r.job_id}, p.timeout_s, p.slurm_poll_s, cancelled);
     r.wall_s = now_s() - t0;
     r.log = file_exists(out_path) ? tail(read_file(out_path), 3000) : "";
-    if (!gone) {
+    if (!gone && cancelled()) {
+      slurm::cancel(r.job_id);
+      slurm::wait_gone({r.job_id}, 30, 0.2);
+      r.wall_s = now_s() - t0;
+      r.state = slurm::job_info(r.job_id).state;
+      // A job that finished its build before scancel reached it is a build like any other.
+      if (!file_exists(rc_path)) {
+        r.cancelled = true;
+        r.reason = fmt::format("build cancelled (Slurm job {}, JobState {})", r.job_id, r.state.empty() ? "unknown" : r.state);
+        return r;
+      }
+    }
+    if (!gone && !cancelled()) {
       slurm::cancel(r.job_id);
       r.reason = fmt::format("build timed out after {:g} s (Slurm job {} cancelled)", p.timeout_s, r.job_id);
       return r;
     }
     r.state = r.job_id.empty() ? "" : slurm::job_info(r.job_id).state;
+    // The node failed under the job: the status its script wrote (a build killed by SIGTERM) says nothing
+    // about the commit.
+    if (r.state == "NODE_FAIL" && r.attempts == 1) continue;
     if (file_exists(rc_path)) {
       std::string rc = read_file(rc_path);
       while (!rc.empty() && (rc.back() == '\n' || rc.back() == ' ')) rc.pop_back();

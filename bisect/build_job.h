@@ -4,13 +4,15 @@
 // script and the job's output stay in WORKDIR/slurm/<sha>.{sh,out}; the script writes the command's exit
 // status to <sha>.rc. The job is polled with squeue (no accounting database needed) and its end read with
 // `scontrol show job`: a non-zero status is a failed build, a job Slurm killed at its time limit (TIMEOUT)
-// a failed build that says so, a node failure (NODE_FAIL) is submitted once more, and a job still queued
+// a failed build that says so, a node failure (NODE_FAIL) is submitted once more (jobs go in with
+// --no-requeue, so the retry is kbisect's, at once, not Slurm's requeue with its delay), and a job still queued
 // or running after provider.build.timeout_s is cancelled (scancel) and counts as timed out.
 // Resume: each build's job is named after the commit and the working directory (build_job_name), so a
 // bisection resumed after kbisect died adopts its own job still queued or running instead of submitting
 // it again, and takes the exit status a job that ended meanwhile left; a job that vanished is submitted
 // again (once, as any job).
 #pragma once
+#include <atomic>
 #include <string>
 
 #include "bisect/config.h"
@@ -25,6 +27,7 @@ struct BuildJobResult {
   std::string job_id, state;
   int attempts = 0;
   bool adopted = false;  // a job (or the exit status) a previous session left was taken
+  bool cancelled = false;  // `cancel` turned true before the job ended: it was scancel'ed (state: what Slurm says)
 };
 
 // kbisect-build-<sha12>-<8 hex digits of the working directory's hash>.
@@ -34,8 +37,11 @@ std::string build_job_name(const std::string& sha, const std::string& workdir);
 // keeps the worktree (the job may be using it) and run_build_job adopts the job.
 bool build_job_left(const std::string& sha, const std::string& workdir, const std::string& job_dir);
 
-// Throws EnvError when Slurm's tools cannot run (sbatch missing, or sbatch refusing the job).
+// Throws EnvError when Slurm's tools cannot run (sbatch missing, or sbatch refusing the job). `cancel` (may
+// be null): when it turns true while the job is queued or running, the job is scancel'ed and the result
+// says cancelled (a job that ended first keeps its real result).
 BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, const std::string& worktree,
-                             const std::string& out, const std::string& workdir, const std::string& job_dir);
+                             const std::string& out, const std::string& workdir, const std::string& job_dir,
+                             const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace kb::bisect

@@ -71,6 +71,7 @@ Plan plan_for(const BisectConfig& cfg, const std::vector<git::CommitInfo>& commi
   p.max_step_s = cfg.measure.max_step_s;
   p.seed = cfg.measure.seed;
   p.workers = cfg.parallel;
+  p.builders = cfg.builders;
   p.several = cfg.several_culprits;
   p.report_improvements = cfg.report_improvements;
   return p;

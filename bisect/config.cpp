@@ -138,8 +138,14 @@ ProviderSpec parse_provider(const Ctx& cx, const YAML::Node& n) {
   };
   if (const auto b = n["build"]) {
     p.kind = ProviderSpec::Kind::build;
-    if (!b.IsMap()) cx.fail(b, "'provider.build' must be a mapping with command, toolchain, timeout_s, slurm");
-    check_keys(cx, b, "provider.build", {"command", "toolchain", "timeout_s", "slurm"});
+    if (!b.IsMap()) cx.fail(b, "'provider.build' must be a mapping with command, toolchain, timeout_s, slurm, store");
+    check_keys(cx, b, "provider.build", {"command", "toolchain", "timeout_s", "slurm", "store"});
+    if (b["store"]) {
+      const std::string st = str(cx, b["store"], "provider.build.store");
+      if (st.empty()) cx.fail(b["store"], "'provider.build.store' is empty");
+      // Relative to the config file, as repo is.
+      p.store = fs::absolute(fs::path(cx.origin).parent_path() / st).lexically_normal().string();
+    }
     if (!b["command"]) cx.fail(b, "'provider.build' is missing field 'command'");
     p.command = str(cx, b["command"], "provider.build.command");
     if (p.command.empty()) cx.fail(b["command"], "'provider.build.command' is empty");
@@ -340,7 +346,7 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
   check_keys(cx, root, "bisect config",
              {"name", "description", "repo", "good", "bad", "first_parent", "provider", "cases", "benchmarks", "user_kernels",
               "shape_sets", "metric", "threshold", "budgets", "measure", "descend", "priors", "parallel",
-              "several_culprits", "report_improvements"});
+              "scheduler", "builders", "several_culprits", "report_improvements"});
   BisectConfig c;
   c.file = origin;
   c.text_hash = sha256_hex(text);
@@ -372,6 +378,12 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     c.parallel = positive_int(cx, root["parallel"], "parallel");
     if (c.parallel > 64) cx.fail(root["parallel"], fmt::format("'parallel' = '{}' must be at most 64", c.parallel));
   }
+  if (c.provider.slurm) c.scheduler = "slurm";
+  if (root["scheduler"]) set_scheduler(c, str(cx, root["scheduler"], "scheduler"), cx.at(root["scheduler"]) + ": 'scheduler'");
+  if (root["builders"]) {
+    c.builders = positive_int(cx, root["builders"], "builders");
+    set_builders(c, c.builders, cx.at(root["builders"]) + ": 'builders'");
+  }
   if (root["several_culprits"]) c.several_culprits = boolean(cx, root["several_culprits"], "several_culprits");
   if (root["report_improvements"]) c.report_improvements = boolean(cx, root["report_improvements"], "report_improvements");
   if (root["descend"])
@@ -380,6 +392,34 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     throw InputError(fmt::format("{}: budgets.max_samples_per_step ({}) is below measure.min_samples ({})", origin,
                                  c.budgets.max_samples_per_step, c.measure.min_samples));
   return c;
+}
+
+void set_scheduler(BisectConfig& c, const std::string& scheduler, const std::string& where, bool override) {
+  if (scheduler == "local" && override) {
+    c.provider.slurm.reset();
+    c.builders = 1;
+  }
+  if (scheduler == "local") {
+    if (c.provider.slurm)
+      throw InputError(fmt::format("{} = 'local', but provider.build.slurm asks for Slurm builds; remove one", where));
+    c.scheduler = scheduler;
+    if (c.builders > 1)
+      throw InputError(fmt::format("{} = 'local' with builders {}: building ahead needs scheduler slurm", where, c.builders));
+    return;
+  }
+  if (scheduler != "slurm") throw InputError(fmt::format("{} = '{}' is not local or slurm", where, scheduler));
+  if (c.provider.kind != ProviderSpec::Kind::build)
+    throw InputError(fmt::format("{} = 'slurm' needs provider.build (the builds it submits as jobs)", where));
+  if (!c.provider.slurm) c.provider.slurm = slurm::SubmitOptions{};  // the cluster's default partition and limits
+  c.scheduler = scheduler;
+}
+
+void set_builders(BisectConfig& c, int builders, const std::string& where) {
+  if (builders < 1 || builders > 64) throw InputError(fmt::format("{} = '{}' must be 1 to 64", where, builders));
+  if (builders > 1 && c.scheduler != "slurm")
+    throw InputError(fmt::format("{} = '{}' needs scheduler slurm (local builds share this node's cores: use 'parallel')",
+                                 where, builders));
+  c.builders = builders;
 }
 
 int block_rounds_of(const BisectConfig& c) {

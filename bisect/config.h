@@ -9,6 +9,7 @@
 //       command: ninja -C "$KBISECT_OUT" clang   # run as /bin/sh -c COMMAND in a worktree at the commit;
 //                                                # KBISECT_COMMIT / KBISECT_WORKTREE / KBISECT_OUT are set
 //       timeout_s: 3600
+//       store: /shared/kbisect/builds/llvm   # optional: builds shared by every run naming it (by sha)
 //       toolchain: {name: clang-at-commit, backend: cpu, kind: clang, compiler: "{out}/bin/clang++",
 //                   flags: [-O3, -march=x86-64-v3]}
 //     # prebuilt: {path: /builds/{sha}, toolchain: {... "{out}/bin/clang++" ...}}   ({out} = path at sha)
@@ -21,6 +22,9 @@
 //   budgets: {max_builds: 40, max_samples_per_step: 2048, max_wall_s: 7200}
 //   priors: {"llvm/lib/Target/NVPTX/**": 5, "**/docs/**": 0.05}   # path glob -> prior weight (default 1)
 //   parallel: 3              # commits probed and measured per round (default 1)
+//   scheduler: slurm         # builds as Slurm jobs (local: on this node; default local, or slurm when
+//                            # provider.build.slurm is given)
+//   builders: 8              # scheduler slurm: builds in flight, speculating ahead (default 1)
 //   several_culprits: true   # search both sides of an intermediate level (default true)
 //   report_improvements: false  # also find commits that make the metric better (default false)
 //   measure: {mode: hot, warmup_s: 0.05, min_sample_s: 0.0005, min_samples: 16, block_rounds: 4,
@@ -61,6 +65,9 @@ struct ProviderSpec {
   // command in its worktree with these limits, its output kept in WORKDIR/slurm/.
   std::optional<slurm::SubmitOptions> slurm;
   double slurm_poll_s = 2;     // how often the job's state is polled
+  // build: provider.build.store (absolute; "" none): builds shared by every bisection and nightly that
+  // names the same store (bisect/provider.h).
+  std::string store;
 };
 
 // `descend:` (bisect/descend.h): when the culprit moves a pin file, bisect the pinned dependency too.
@@ -117,12 +124,20 @@ struct BisectConfig {
   std::string text_hash;      // sha256 of the config text (journal compatibility check)
   std::vector<std::pair<std::string, double>> priors;  // path glob -> weight, in file order
   int parallel = 1;
+  std::string scheduler = "local";  // local | slurm (provider.slurm set)
+  int builders = 1;                 // builds in flight (> 1: speculation, scheduler slurm only)
   bool several_culprits = true;
   bool report_improvements = false;
   std::optional<DescendSpec> descend;  // set when the config has `descend:`
 };
 
 BisectConfig load_bisect_config(const std::string& path);
+// `scheduler` (local | slurm) and `builders` from the config or the command line (`where` names the
+// source in errors: "--scheduler"). slurm needs provider.build; builders > 1 needs slurm. In the config,
+// local beside provider.build.slurm is a contradiction; on the command line (override) local drops the
+// config's Slurm options and builders. Throws InputError.
+void set_scheduler(BisectConfig& c, const std::string& scheduler, const std::string& where, bool override = false);
+void set_builders(BisectConfig& c, int builders, const std::string& where);
 // Rounds per block of this config's measurements: measure.block_rounds for the metrics that time loaded
 // executables (time, tflops), 0 for the others (compile time and external metrics run fresh processes:
 // their units are rounds).

@@ -126,6 +126,17 @@ BisectConfig inner_config(const BisectConfig& outer, const std::string& old_sha,
   c.good = old_sha;
   c.bad = new_sha;
   c.provider = outer.descend->provider;
+  // The scheduler carries over: the inner builds (an LLVM at each commit) are the long ones. An inner
+  // build provider without Slurm options of its own takes the outer's; any other provider builds nothing.
+  if (c.provider.kind != ProviderSpec::Kind::build) {
+    c.scheduler = "local";
+    c.builders = 1;
+  } else if (outer.scheduler == "slurm" && !c.provider.slurm) {
+    c.provider.slurm = outer.provider.slurm;
+    c.provider.slurm_poll_s = outer.provider.slurm_poll_s;
+  } else if (c.provider.slurm) {
+    c.scheduler = "slurm";
+  }
   c.descend.reset();
   c.text_hash = sha256_hex(outer.text_hash + "|descend|" + old_sha + ".." + new_sha);
   return c;

@@ -150,7 +150,9 @@ struct RealLab::Loaded {
   std::vector<std::unique_ptr<Executable>> exes;
 };
 
-RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {}
+RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {
+  if (cfg.builders > 1) pool_ = std::make_unique<BuildPool>(provider, cfg.builders);
+}
 RealLab::~RealLab() = default;
 
 RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out, const ToolchainAtCommit* fetched) {
@@ -260,12 +262,31 @@ Probe RealLab::probe(const std::string& sha) {
     if (auto it = loaded_.find(sha); it != loaded_.end()) return it->second->probe;
   }
   // Outside the lock: the slow part (a toolchain build) of several commits runs concurrently.
-  ToolchainAtCommit tc = provider_.get(sha);
+  ToolchainAtCommit tc = pool_ ? pool_->get(sha) : provider_.get(sha);
   std::lock_guard<std::mutex> lock(mu_);
   Probe p;
   load(sha, &p, &tc);
   return p;
 }
+
+void RealLab::want(const std::vector<std::string>& needs, const std::vector<std::string>& ahead,
+                   const std::vector<std::string>& useless) {
+  if (pool_) pool_->want(needs, ahead, useless);
+}
+
+bool RealLab::ready(const std::string& sha) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (loaded_.count(sha)) return true;
+  }
+  return pool_ ? pool_->ready(sha) : provider_.cached(sha);
+}
+
+void RealLab::stop_builds() {
+  if (pool_) pool_->finish();
+}
+
+std::vector<nlohmann::json> RealLab::build_events() { return pool_ ? pool_->take_events() : std::vector<nlohmann::json>{}; }
 
 Measured RealLab::measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) {
   std::lock_guard<std::mutex> lock(mu_);

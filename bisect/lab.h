@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cache.h"
+#include "bisect/builds.h"
 #include "bisect/config.h"
 #include "bisect/oracle.h"
 #include "bisect/provider.h"
@@ -18,13 +19,19 @@ namespace kb::bisect {
 
 // probe() may be called from several threads at once (parallel rounds): the toolchains are fetched or
 // built concurrently (the provider builds each commit in its own worktree and cache directory), the
-// compiles and everything else run one at a time.
+// compiles and everything else run one at a time. With builders > 1 the builds go through a BuildPool
+// (bisect/builds.h) that builds ahead of the loop's questions.
 class RealLab : public Lab {
  public:
   RealLab(const BisectConfig& cfg, Provider& provider);
   ~RealLab() override;
   Probe probe(const std::string& sha) override;
   Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) override;
+  void want(const std::vector<std::string>& needs, const std::vector<std::string>& ahead,
+            const std::vector<std::string>& useless) override;
+  bool ready(const std::string& sha) override;
+  std::vector<nlohmann::json> build_events() override;
+  void stop_builds() override;
 
  private:
   struct Loaded;
@@ -45,6 +52,7 @@ class RealLab : public Lab {
   std::map<std::string, std::unique_ptr<Loaded>> loaded_;
   std::vector<std::string> lru_;
   size_t keep_ = 6;  // commits kept loaded (at least those of the current measurement)
+  std::unique_ptr<BuildPool> pool_;  // builders > 1: builds ahead as Slurm jobs
 };
 
 }  // namespace kb::bisect

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,15 @@ class Loop {
 
   // bisector.cpp
   void journal_start();
+  // Builds ahead (plan_.builders > 1): tells the lab which commits the next round needs, which the rounds
+  // after a decision in (lo, hi] at `picks` can need, and which of those asked before lie outside every
+  // range still open (useless: their builds are cancelled), then journals what the builds did.
+  void want_ahead(int lo, int hi, const std::vector<int>& needs, const std::vector<int>& picks);
+  void drain_build_events();
+  void end_builds();  // the search is over: builds ahead still in flight are cancelled
+  // Appends a build event to the journal and counts it (started, cancelled, built ahead and used).
+  void build_event(const nlohmann::json& ev);
+  void count_build_event(const nlohmann::json& ev);
   bool reproduce(Step& rep);
   void init_levels(const Step& rep);
 
@@ -97,6 +107,9 @@ class Loop {
   std::vector<LevelEst> levels_;  // level id -> estimate
   std::map<std::string, int> level_of_hash_;  // code hash key -> level id
   bool budget_out_ = false;
+  std::set<std::string> ahead_;  // commits built ahead (speculatively), neither used nor cancelled yet
+  std::set<int> asked_;          // commits passed to Lab::want and not yet declared useless
+  const std::deque<Seg>* work_ = nullptr;  // the ranges still to search (besides the current one)
 };
 
 }  // namespace kb::bisect::loop

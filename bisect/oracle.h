@@ -79,6 +79,24 @@ class Lab {
   // Measures the commits interleaved (all already probed ok), calling stop after each unit; ends when stop
   // returns true, after ask.max_units, or after ask.max_time_s (a partial block is dropped).
   virtual Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) = 0;
+  // Builds ahead (builders > 1, bisect/builds.h): the commits the next round needs and those later rounds
+  // can need, most urgent first, and those a decision made useless (their builds in flight are cancelled).
+  // A lab that builds nothing ahead ignores it.
+  virtual void want(const std::vector<std::string>& needs, const std::vector<std::string>& ahead,
+                    const std::vector<std::string>& useless) {
+    (void)needs;
+    (void)ahead;
+    (void)useless;
+  }
+  // True when probe(sha) will not wait for a build.
+  virtual bool ready(const std::string& sha) {
+    (void)sha;
+    return false;
+  }
+  // What the builds ahead did since the last call, as journal events (build_submitted, build_cancelled).
+  virtual std::vector<nlohmann::json> build_events() { return {}; }
+  // Cancels the builds ahead still in flight and waits for them to end (the search is over).
+  virtual void stop_builds() {}
 };
 
 }  // namespace kb::bisect

@@ -1,7 +1,16 @@
 #include "bisect/provider.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -98,7 +107,7 @@ ToolchainAtCommit Provider::finish(const std::string& sha, const std::string& ya
 }
 
 
-ToolchainAtCommit Provider::get(const std::string& sha) {
+ToolchainAtCommit Provider::get(const std::string& sha, const std::atomic<bool>* cancel) {
   const std::string d = dir_for(workdir_, sha);
   ToolchainAtCommit r;
   if (file_exists(d + "/toolchain.yaml")) {
@@ -117,7 +126,7 @@ ToolchainAtCommit Provider::get(const std::string& sha) {
   switch (cfg_.provider.kind) {
     case ProviderSpec::Kind::in_tree: return get_in_tree(sha, vars);
     case ProviderSpec::Kind::prebuilt: return get_prebuilt(sha, vars);
-    case ProviderSpec::Kind::build: return get_built(sha, vars);
+    case ProviderSpec::Kind::build: return get_built(sha, vars, cancel);
   }
   return r;
 }
@@ -179,16 +188,71 @@ std::mutex& worktree_mu() {
   static std::mutex mu;
   return mu;
 }
+
+// In a store's build directory once the build succeeded: any run naming the store takes it as it is.
+constexpr const char* kBuiltMarker = ".kbisect-built.json";
+
+// An exclusive flock on a store's per-commit lock file, held while this process builds that commit into the
+// store (Linux flock also locks across NFSv4 clients), released when it ends or the process dies. Waits while
+// another run holds it, and gives up (held() false) when `cancel` turns true.
+class StoreLock {
+ public:
+  StoreLock(const std::string& path, const std::atomic<bool>* cancel) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw EnvError(fmt::format("cannot open the build store's lock {}: {}", path, std::strerror(errno)));
+    while (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR)
+        throw EnvError(fmt::format("cannot lock {}: {}", path, std::strerror(errno)));
+      if (cancel && cancel->load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    held_ = true;
+  }
+  ~StoreLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  StoreLock(const StoreLock&) = delete;
+  StoreLock& operator=(const StoreLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
 }  // namespace
 
-ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::string, std::string>& vars) {
+ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::string, std::string>& vars,
+                                      const std::atomic<bool>* cancel) {
   const ProviderSpec& p = cfg_.provider;
   ToolchainAtCommit r;
   const std::string wt = workdir_ + "/worktrees/" + sha.substr(0, 16);
-  const std::string out = workdir_ + "/builds/" + sha;
+  // With a store, the build, its Slurm job's files and the job's name belong to the store, not to this run:
+  // any run naming the store takes a finished build, waits for one in progress, adopts its job.
+  const bool shared = !p.store.empty();
+  const std::string out = shared ? p.store + "/" + sha : workdir_ + "/builds/" + sha;
+  const std::string job_dir = shared ? p.store + "/.slurm" : workdir_ + "/slurm";
+  const std::string job_key = shared ? p.store : workdir_;
+  std::optional<StoreLock> lock;
+  if (shared) {
+    auto finished = [&] { return file_exists(out + "/" + kBuiltMarker); };
+    if (!finished()) {
+      make_dirs(p.store + "/.locks");
+      lock.emplace(p.store + "/.locks/" + sha + ".lock", cancel);
+      if (!lock->held()) {
+        r.cancelled = true;
+        r.reason = "build cancelled while another run was building it into the store";
+        return r;
+      }
+    }
+    if (finished()) {  // built by another run (or an earlier one): nothing to build
+      vars["out"] = out;
+      return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
+    }
+  }
   make_dirs(workdir_ + "/worktrees");
-  // A Slurm build job a killed session left (bisect/build_job.h) keeps its worktree: it is adopted below.
-  const bool left = p.slurm && fs::exists(wt) && build_job_left(sha, workdir_, workdir_ + "/slurm");
+  // A Slurm build job a killed session left (bisect/build_job.h) is adopted below; it keeps its worktree
+  // (this run's, or with a store possibly another run's).
+  const bool left = p.slurm && (shared || fs::exists(wt)) && build_job_left(sha, job_key, job_dir);
   if (!left) {
     // Concurrent builds (parallel: P) share the repository's worktree list: a prune beside another build's
     // `worktree add` removed that worktree's half-written entry ("failed to read .git/worktrees/.../commondir").
@@ -203,9 +267,10 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
   }
   std::string reason;  // empty: built
   if (p.slurm) {  // a Slurm job on the build partition (bisect/build_job.h)
-    const BuildJobResult jr = run_build_job(p, sha, wt, out, workdir_, workdir_ + "/slurm");
+    const BuildJobResult jr = run_build_job(p, sha, wt, out, job_key, job_dir, cancel);
     r.build_s = jr.wall_s;
     r.log_tail = jr.log;
+    r.cancelled = jr.cancelled;
     if (!jr.ok) reason = jr.reason;
   } else {
     RunOptions o;
@@ -233,7 +298,13 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
       repo_.run({"worktree", "prune"});
     }
   }
+  if (r.cancelled) {  // not a result: nothing cached, a later get() builds it again
+    r.reason = reason;
+    return r;
+  }
   if (!reason.empty()) return failed(dir_for(workdir_, sha), r, reason, true);
+  if (shared)
+    write_file_atomic(out + "/" + kBuiltMarker, json{{"sha", sha}, {"build_s", r.build_s}, {"by", workdir_}}.dump() + "\n");
   vars["out"] = out;
   return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
 }

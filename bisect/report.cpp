@@ -136,6 +136,15 @@ std::string culprit_text(const BisectConfig& cfg, const Culprit& cu) {
   return "";
 }
 
+// With builds ahead: how many started, were cancelled and were used ahead of their round ("" without).
+std::string builds_ahead_line(const Outcome& o) {
+  if (o.builds_started == o.builds && o.builds_cancelled == 0) return "";
+  return fmt::format("Builds: {} started, {} cancelled by a decision, {} built ahead and used; waited {:.1f} s for "
+                     "builds, measured {:.1f} s (reproduce {:.1f} s, search {:.1f} s, verify {:.1f} s).\n\n",
+                     o.builds_started, o.builds_cancelled, o.builds_ahead_used, o.build_wait_s, o.measure_s,
+                     o.reproduce_s, o.search_s, o.verify_s);
+}
+
 }  // namespace
 
 json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
@@ -153,6 +162,8 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
                  {"threshold_absolute", cfg.threshold_absolute},
                  {"alpha", cfg.measure.alpha},
                  {"block_rounds", block_rounds_of(cfg)},
+                 {"scheduler", cfg.scheduler},
+                 {"builders", cfg.builders},
                  {"budgets",
                   {{"max_builds", cfg.budgets.max_builds},
                    {"max_samples_per_step", cfg.budgets.max_samples_per_step},
@@ -203,6 +214,15 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
   j["steps"] = json::array();
   for (const auto& s : o.steps) j["steps"].push_back(step_json(cfg, s, commits));
   j["spent"] = {{"builds", o.builds},
+                {"builds_started", o.builds_started},
+                {"builds_cancelled", o.builds_cancelled},
+                {"builds_ahead_used", o.builds_ahead_used},
+                {"wall_per_phase_s",
+                 {{"reproduce", o.reproduce_s},
+                  {"search", o.search_s},
+                  {"verify", o.verify_s},
+                  {"waiting_for_builds", o.build_wait_s},
+                  {"measuring", o.measure_s}}},
                 {"rounds", o.rounds},
                 {"samples", o.samples},
                 {"wall_s", o.wall_s},
@@ -226,6 +246,7 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
   md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
                     o.samples, o.wall_s, o.visited, o.measured_steps);
+  md += builds_ahead_line(o);
   if (!o.culprits.empty()) {
     md += "## Culprits\n\n| commit | subject | kind | verified | effect |\n|---|---|---|---|---|\n";
     for (const auto& cu : o.culprits)
@@ -336,6 +357,7 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   h += "</p>\n<p>" + html_escape(o.summary) + "</p>\n";
   h += fmt::format("<p>Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
                    o.samples, o.wall_s, o.visited, o.measured_steps);
+  if (const std::string b = builds_ahead_line(o); !b.empty()) h += "<p>" + html_escape(b) + "</p>\n";
   if (!o.culprits.empty()) {
     h += "<table><tr><th>commit</th><th>subject</th><th>kind</th><th>verified</th><th>effect</th></tr>\n";
     for (const auto& cu : o.culprits)

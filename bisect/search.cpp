@@ -46,6 +46,7 @@ void Loop::search(Seg g, std::deque<Seg>& work) {
   for (;;) {
     std::optional<std::vector<int>> picks = next_picks(g);
     if (!picks) return;
+    want_ahead(g.a, g.b, *picks, *picks);
     probe_all(*picks);
     Picked pk;
     pk.picks = *picks;
@@ -270,16 +271,17 @@ void Loop::probe_all(const std::vector<int>& picks) {
       got.emplace_back();
     }
   }
+  o_.build_wait_s += now_s() - t;
   if (err) std::rethrow_exception(err);
   for (size_t k = 0; k < fresh.size(); ++k) {
     const int m = fresh[k];
-    if (j_)
-      j_->append({{"ev", "build_end"}, {"sha", plan_.shas[size_t(m)]}, {"index", m}, {"probe", to_json(got[k])},
-                  {"wall_s", now_s() - t}});
+    build_event({{"ev", "build_end"}, {"sha", plan_.shas[size_t(m)]}, {"index", m}, {"probe", to_json(got[k])},
+                 {"wall_s", now_s() - t}});
     if (got[k].built) ++o_.builds;
     o_.probes[size_t(m)] = got[k];
     o_.probed[size_t(m)] = true;
   }
+  drain_build_events();
 }
 
 }  // namespace kb::bisect::loop

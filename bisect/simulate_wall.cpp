@@ -46,39 +46,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The commits the rounds after a decision in (lo, hi] can probe, breadth first: the picks of the range,
-// then those of every sub-range the picks can leave, and so on (at most `want` commits, `depth` levels).
-// fails: commits known not to build (a skip for the strategy).
-std::vector<int> speculation(int lo, int hi, const std::vector<int>& picks, int workers, const std::set<int>& fails,
-                             int want, int depth) {
-  std::vector<int> out;
-  std::vector<std::pair<int, int>> level;
-  auto children = [&](int a, int b, const std::vector<int>& pk) {
-    std::vector<int> cut = {a};
-    for (int p : pk) cut.push_back(p);
-    cut.push_back(b);
-    std::sort(cut.begin(), cut.end());
-    for (size_t i = 0; i + 1 < cut.size(); ++i)
-      if (cut[i + 1] - cut[i] >= 2) level.emplace_back(cut[i], cut[i + 1]);
-  };
-  children(lo, hi, picks);
-  for (int d = 0; d < depth && !level.empty() && int(out.size()) < want; ++d) {
-    std::vector<std::pair<int, int>> ranges;
-    ranges.swap(level);
-    for (const auto& [a, b] : ranges) {
-      Strategy st(b - a + 1);
-      for (int f : fails)
-        if (f > a && f < b) st.record(f - a, Side::skip);
-      std::vector<int> pk;
-      for (int k : st.next_k(std::max(1, workers))) pk.push_back(a + k);
-      for (int p : pk)
-        if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-      children(a, b, pk);
-    }
-  }
-  return out;
-}
-
 // The builders of the cluster model: a build per slot, B_t each, started and cancelled at decisions.
 class Builders {
  public:

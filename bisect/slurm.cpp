@@ -106,9 +106,12 @@ std::map<std::string, std::string> queued(const std::string& job_id, double time
   return jobs;
 }
 
-bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s) {
+bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s,
+               const std::function<bool()>& stop) {
   const auto start = std::chrono::steady_clock::now();
+  auto waited_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   for (;;) {
+    if (stop && stop()) return false;
     bool any = false;
     for (const auto& id : job_ids)
       if (!queued(id).empty()) {
@@ -116,9 +119,12 @@ bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double
         break;
       }
     if (!any) return true;
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited = waited_s();
     if (waited >= timeout_s) return false;
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(poll_s, std::max(0.05, timeout_s - waited))));
+    // Sleep until the next poll in slices short enough to see `stop` soon after it turns true.
+    const double until = waited + std::min(poll_s, std::max(0.05, timeout_s - waited));
+    while (waited_s() < until && !(stop && stop()))
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.05, until - waited_s() + 1e-3)));
   }
 }
 

@@ -4,6 +4,7 @@
 // Job state is polled with `squeue -h -j ID` (no accounting database needed; sacct is not used), and every
 // wait is bounded by a timeout. Set SLURM_CONF in the environment for clusters without DNS SRV records.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,9 +42,11 @@ std::map<std::string, std::string> queued(const std::string& job_id, double time
 // job a killed run left behind. Throws EnvError when squeue cannot run.
 std::vector<std::string> jobs_named(const std::string& name, double timeout_s = 30);
 
-// Polls queued() every poll_s until every job in `job_ids` has left the queue or timeout_s passed.
-// Returns true when all left; false on timeout (the jobs are left alone; the caller decides).
-bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s = 1.0);
+// Polls queued() every poll_s until every job in `job_ids` has left the queue, timeout_s passed, or `stop`
+// (when given; looked at every 50 ms) returns true. Returns true when all left; false on timeout or stop
+// (the jobs are left alone; the caller decides).
+bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double poll_s = 1.0,
+               const std::function<bool()>& stop = nullptr);
 
 // What `scontrol show job -o ID` says of a job: JobState (COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL,
 // ...) and ExitCode ("2:0"); both empty when the controller no longer knows the job (it forgets finished

@@ -1,5 +1,6 @@
 #include "bisect/strategy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -131,6 +132,39 @@ std::vector<int> Strategy::candidates() const {
 std::optional<Side> Strategy::outcome(int i) const {
   if (i < 0 || i >= size()) return std::nullopt;
   return state_[size_t(i)];
+}
+
+std::vector<int> speculation(int lo, int hi, const std::vector<int>& picks, int workers, const std::set<int>& skips,
+                             int want, int depth, const std::vector<double>& weights) {
+  std::vector<int> out;
+  std::vector<std::pair<int, int>> level;  // the sub-ranges of the next level
+  auto split = [&level](int a, int b, std::vector<int> cut) {
+    cut.push_back(a);
+    cut.push_back(b);
+    std::sort(cut.begin(), cut.end());
+    for (size_t i = 0; i + 1 < cut.size(); ++i)
+      if (cut[i + 1] - cut[i] >= 2) level.emplace_back(cut[i], cut[i + 1]);
+  };
+  split(lo, hi, picks);
+  for (int d = 0; d < depth && !level.empty() && int(out.size()) < want; ++d) {
+    std::vector<std::pair<int, int>> ranges;
+    ranges.swap(level);
+    for (const auto& [a, b] : ranges) {
+      std::vector<double> w;
+      if (!weights.empty()) w.assign(weights.begin() + a, weights.begin() + b + 1);
+      Strategy st(b - a + 1, w);
+      for (int f : skips)
+        if (f > a && f < b) st.record(f - a, Side::skip);
+      std::vector<int> pk;
+      for (int k : st.next_k(std::max(1, workers))) pk.push_back(a + k);
+      for (int p : pk)
+        if (std::find(out.begin(), out.end(), p) == out.end() &&
+            std::find(picks.begin(), picks.end(), p) == picks.end())
+          out.push_back(p);
+      split(a, b, pk);
+    }
+  }
+  return out;
 }
 
 }  // namespace kb::bisect

@@ -10,6 +10,7 @@
 // commit left in (lo, hi) is skipped the culprit is ambiguous among the skipped commits and hi.
 #pragma once
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,14 @@ class Strategy {
   std::vector<double> weight_;
   int lo_ = 0, hi_ = 0;
 };
+
+// Speculation (builds started before a decision needs them): the commits the rounds after the decision on
+// (lo, hi] can probe, breadth first — the picks of every sub-range that `picks` can leave, then those of
+// their sub-ranges, and so on, over at most `depth` levels, each commit once, none of `picks` itself; no
+// level starts once `want` commits are listed (a level is always listed whole). Each sub-range picks as the loop would (next_k(workers) over `weights`, indexed as the
+// whole walk; empty: equal), with the commits of `skips` recorded as skips. Pure: the simulation
+// (bisect/simulate_wall) and the bisection loop call the same function.
+std::vector<int> speculation(int lo, int hi, const std::vector<int>& picks, int workers, const std::set<int>& skips,
+                             int want, int depth, const std::vector<double>& weights = {});
 
 }  // namespace kb::bisect

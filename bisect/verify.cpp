@@ -12,6 +12,7 @@ namespace kb::bisect::loop {
 using git::short_sha;
 
 void Loop::verify_culprit(const Seg& g) {
+  const double t0 = now_s();
   const int c = g.b, parent = c - 1;
   Culprit cu;
   cu.index = c;
@@ -62,6 +63,7 @@ void Loop::verify_culprit(const Seg& g) {
   cu.verified = confirmed;
   cu.verify = v;
   o_.culprits.push_back(cu);
+  o_.verify_s += now_s() - t0;
 }
 
 void Loop::finish_outcome() {

@@ -25,10 +25,14 @@ struct Args {
   bool resume = false, quiet = false;
   bool report_improvements = false;
   int parallel = 0;
+  std::string scheduler;
+  int builders = 0;
 };
 
 int run(const Args& a) {
   bisect::BisectConfig cfg = bisect::load_bisect_config(a.config);
+  if (!a.scheduler.empty()) bisect::set_scheduler(cfg, a.scheduler, "--scheduler", true);
+  if (a.builders > 0) bisect::set_builders(cfg, a.builders, "--builders");
   bisect::Log log;
   if (!a.quiet) log = [](const std::string& s) { std::cerr << s << "\n"; };
   // The bisection and, with `descend:`, the descent into the culprit's pin bump (bisect/descend.h).
@@ -51,6 +55,9 @@ int run(const Args& a) {
   }
   std::cout << fmt::format("spent: {} builds, {} timing samples, {:.1f} s ({} steps in {} rounds, {} measured)\n",
                            o.builds, o.samples, o.wall_s, o.visited, o.rounds, o.measured_steps);
+  if (o.builds_started != o.builds || o.builds_cancelled > 0)
+    std::cout << fmt::format("builds: {} started, {} cancelled, {} built ahead and used\n", o.builds_started,
+                             o.builds_cancelled, o.builds_ahead_used);
   std::cout << fmt::format("reports: {} {} {}\n", r.result_json, r.report_md, r.report_html);
   if (const std::string d = full.descent_line(); !d.empty()) std::cout << d << "\n";
   std::cout << bisect::final_line(o, r.commits) << std::endl;
@@ -71,6 +78,13 @@ Registrar reg("bisect",
                               "also find and report commits inside the range that make the metric better");
                 app->add_option("--parallel", a->parallel,
                                 "commits probed concurrently and measured together per round (default: the config's parallel, 1)")
+                    ->check(CLI::Range(1, 64));
+                app->add_option("--scheduler", a->scheduler,
+                                "where builds run: local (this node) or slurm (each build a job; default: the config's scheduler)")
+                    ->check(CLI::IsMember({"local", "slurm"}));
+                app->add_option("--builders", a->builders,
+                                "with slurm: builds in flight, building ahead and cancelling what a decision makes useless "
+                                "(default: the config's builders, 1)")
                     ->check(CLI::Range(1, 64));
                 return [a] { return run(*a); };
               });

@@ -1,5 +1,9 @@
 // A private single-node Slurm for tests, started in a temp dir (the way Slurm runs on one machine),
-// installing nothing: munged (as the munge user, its own socket in the
+// installing nothing. Partitions: debug (the default), build (each core shared by up to 4 jobs, for
+// builders) and measure (the one node again, standing for the GPU partition; shared the same way, since
+// Slurm puts no build job beside a job of a partition that does not share its cores). Slurm's job completion log
+// (jobcomp/filetxt, jobcomp_log(): one line per ended job with its JobState) records what accounting would,
+// since there is no slurmdbd for sacct. munged (as the munge user, its own socket in the
 // temp dir), slurmctld and slurmd with a generated slurm.conf (free ports, state/spool/log/pid files in the
 // temp dir). Every wait is bounded; stop() TERMs the daemons by the pids in their pid files, then KILLs.
 // start() returns the reason when something is missing (the test then skips with it).
@@ -20,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
 #include "tests/common/test_tmp.h"
@@ -77,8 +82,11 @@ class LocalSlurm {
                            "AccountingStorageType=accounting_storage/none\nSchedulerParameters=batch_sched_delay=0\n"
                            "DependencyParameters=kill_invalid_depend\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
                            "ReturnToService=2\nNodeName=localhost NodeAddr=127.0.0.1 CPUs={} Sockets=1 CoresPerSocket={} "
-                           "ThreadsPerCore=1 RealMemory=1000\nPartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n",
-                           ctld_port, ctld_port, d_port, socket_, dir_, dir_, ctld_pid_, d_pid_, dir_, dir_, n, n));
+                           "ThreadsPerCore=1 RealMemory=1000\nPartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n"
+                           "PartitionName=build Nodes=localhost MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n"
+                           "PartitionName=measure Nodes=localhost MaxTime=INFINITE State=UP OverSubscribe=FORCE:4\n"
+                           "JobCompType=jobcomp/filetxt\nJobCompLoc={}/log/jobcomp.log\n",
+                           ctld_port, ctld_port, d_port, socket_, dir_, dir_, ctld_pid_, d_pid_, dir_, dir_, n, n, dir_));
     setenv("SLURM_CONF", conf_.c_str(), 1);
     r = kb::run_process({"/usr/sbin/slurmctld", "-f", conf_}, ro);
     if (!r.ok()) return "slurmctld did not start: " + r.status_text() + " " + r.err + log_tail("slurmctld");
@@ -108,6 +116,7 @@ class LocalSlurm {
   bool up() const { return up_; }
   const std::string& conf() const { return conf_; }
   const std::string& dir() const { return dir_; }
+  std::string jobcomp_log() const { return dir_ + "/log/jobcomp.log"; }
 
  private:
   template <class F>

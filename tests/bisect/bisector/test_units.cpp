@@ -132,4 +132,60 @@ TEST(Config, ErrorsNameFileLineAndField) {
   }
 }
 
+// scheduler / builders: Slurm builds need provider.build, building ahead needs Slurm; the command line's
+// spelling is checked the same way and names its flag.
+TEST(Config, SchedulerAndBuilders) {
+  GitRepo r;
+  r.commit({{"tc.yaml", cpu_toolchain("-O2")}}, "init");
+  const std::string build = "{build: {command: make, toolchain: {name: t, backend: cpu, kind: clang, compiler: '{out}/cc'}}}";
+  const std::string slurm_build = "{build: {command: make, toolchain: {name: t, backend: cpu, kind: clang, compiler: "
+                                  "'{out}/cc'}, slurm: {partition: build}}}";
+  auto load = [&](const std::string& provider, const std::string& extra) {
+    return load_bisect_config(write_tmp(r, bisect_config(r, "HEAD", "HEAD", provider, "time", "0.5%", extra), "c.yaml"));
+  };
+  auto error_of = [&](const std::string& provider, const std::string& extra) -> std::string {
+    try {
+      load(provider, extra);
+    } catch (const kb::InputError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(load(build, "").scheduler, "local");
+  EXPECT_EQ(load(slurm_build, "").scheduler, "slurm");  // provider.build.slurm alone means Slurm
+  const auto c = load(build, "scheduler: slurm\nbuilders: 8\n");
+  EXPECT_EQ(c.scheduler, "slurm");
+  EXPECT_EQ(c.builders, 8);
+  ASSERT_TRUE(c.provider.slurm.has_value());  // the cluster's default partition and limits
+  EXPECT_EQ(c.provider.slurm->partition, "");
+  EXPECT_EQ(load(slurm_build, "builders: 4\n").provider.slurm->partition, "build");
+  std::string e = error_of("{in_tree: tc.yaml}", "scheduler: slurm\n");
+  EXPECT_NE(e.find("c.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'scheduler' = 'slurm' needs provider.build"), std::string::npos) << e;
+  e = error_of(build, "builders: 4\n");
+  EXPECT_NE(e.find("'builders' = '4' needs scheduler slurm"), std::string::npos) << e;
+  e = error_of(build, "scheduler: pbs\n");
+  EXPECT_NE(e.find("'scheduler' = 'pbs' is not local or slurm"), std::string::npos) << e;
+  e = error_of(slurm_build, "scheduler: local\n");
+  EXPECT_NE(e.find("provider.build.slurm asks for Slurm builds"), std::string::npos) << e;
+  e = error_of(build, "scheduler: slurm\nbuilders: 65\n");
+  EXPECT_NE(e.find("'builders' = '65' must be 1 to 64"), std::string::npos) << e;
+  // The command line: --builders needs Slurm; --scheduler slurm then --builders; --scheduler local
+  // overrides a Slurm config (its options and builders dropped).
+  auto cli = load(build, "");
+  try {
+    set_builders(cli, 4, "--builders");
+    ADD_FAILURE();
+  } catch (const kb::InputError& x) {
+    EXPECT_NE(std::string(x.what()).find("--builders = '4' needs scheduler slurm"), std::string::npos) << x.what();
+  }
+  set_scheduler(cli, "slurm", "--scheduler", true);
+  set_builders(cli, 4, "--builders");
+  EXPECT_EQ(cli.builders, 4);
+  set_scheduler(cli, "local", "--scheduler", true);
+  EXPECT_EQ(cli.scheduler, "local");
+  EXPECT_EQ(cli.builders, 1);
+  EXPECT_FALSE(cli.provider.slurm.has_value());
+}
+
 // ---- (1) runtime effect: a commit that switches -O3 to -O0 --------------------------------------
