@@ -29,6 +29,26 @@ bool valid_job_id(const std::string& id) {
   return true;
 }
 
+// The controller could not be reached at all (it is down or restarting): the request never arrived.
+bool unreachable(const RunResult& r) {
+  return !r.ok() && r.err.find("Unable to contact slurm controller") != std::string::npos;
+}
+
+// A Slurm command, tried again every 2 s while the controller cannot be reached, for up to
+// kControllerGraceS: a controller that dies and restarts (its state saved) costs a wait, not the run.
+RunResult run_slurm(const std::vector<std::string>& argv, double timeout_s) {
+  RunOptions ro;
+  ro.timeout_s = timeout_s;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    RunResult r = run_process(argv, ro);
+    if (!unreachable(r) ||
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >= kControllerGraceS)
+      return r;
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> sbatch_argv(const SubmitOptions& o, const std::string& job_name, const std::string& output,
@@ -63,9 +83,7 @@ std::string submit(const std::vector<std::string>& sbatch_args, const std::strin
   std::vector<std::string> argv = {"sbatch", "--parsable"};
   argv.insert(argv.end(), sbatch_args.begin(), sbatch_args.end());
   argv.push_back(script_path);
-  RunOptions ro;
-  ro.timeout_s = timeout_s;
-  RunResult r = run_process(argv, ro);
+  RunResult r = run_slurm(argv, timeout_s);
   if (!r.ok())
     throw Error(fmt::format("{} failed ({}): {}", argv_to_display(argv), r.status_text(), trim(tail(r.err, 600))),
                 ErrorKind::environment);
@@ -83,9 +101,7 @@ std::map<std::string, std::string> queued(const std::string& job_id, double time
   if (!valid_job_id(job_id)) throw InputError(fmt::format("not a Slurm job id: '{}'", job_id));
   if (which("squeue").empty()) throw EnvError("'squeue' not found in PATH");
   std::vector<std::string> argv = {"squeue", "-h", "-j", job_id, "-o", "%i|%T"};
-  RunOptions ro;
-  ro.timeout_s = timeout_s;
-  RunResult r = run_process(argv, ro);
+  RunResult r = run_slurm(argv, timeout_s);
   std::map<std::string, std::string> jobs;
   if (!r.ok()) {
     // A job id the controller no longer knows is an error for squeue ("Invalid job id specified"): gone.
@@ -130,9 +146,7 @@ bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double
 
 std::vector<std::string> jobs_named(const std::string& name, double timeout_s) {
   if (which("squeue").empty()) throw EnvError("'squeue' not found in PATH");
-  RunOptions ro;
-  ro.timeout_s = timeout_s;
-  const RunResult r = run_process({"squeue", "-h", "-n", name, "-o", "%i"}, ro);
+  const RunResult r = run_slurm({"squeue", "-h", "-n", name, "-o", "%i"}, timeout_s);
   if (!r.ok()) throw EnvError(fmt::format("squeue -n {} failed ({}): {}", name, r.status_text(), trim(tail(r.err, 400))));
   std::vector<std::string> ids;
   for (size_t i = 0; i < r.out.size();) {
@@ -149,9 +163,7 @@ JobInfo job_info(const std::string& job_id, double timeout_s) {
   if (!valid_job_id(job_id)) throw InputError(fmt::format("not a Slurm job id: '{}'", job_id));
   JobInfo info;
   if (which("scontrol").empty()) return info;
-  RunOptions ro;
-  ro.timeout_s = timeout_s;
-  const RunResult r = run_process({"scontrol", "show", "job", "-o", job_id}, ro);
+  const RunResult r = run_slurm({"scontrol", "show", "job", "-o", job_id}, timeout_s);
   if (!r.ok()) return info;
   auto field = [&](const std::string& key) {
     const std::string k = " " + key + "=";
@@ -168,9 +180,7 @@ JobInfo job_info(const std::string& job_id, double timeout_s) {
 
 bool cancel(const std::string& job_id) {
   if (!valid_job_id(job_id) || which("scancel").empty()) return false;
-  RunOptions ro;
-  ro.timeout_s = 30;
-  return run_process({"scancel", job_id}, ro).ok();
+  return run_slurm({"scancel", job_id}, 30).ok();
 }
 
 std::string sh_quote(const std::string& s) {

@@ -2,7 +2,9 @@
 // process runner. Batch scripts are files written into a run directory with every value single-quoted, so
 // nothing the user wrote (paths, filters, dates) is ever read as shell syntax; sbatch never gets --wrap.
 // Job state is polled with `squeue -h -j ID` (no accounting database needed; sacct is not used), and every
-// wait is bounded by a timeout. Set SLURM_CONF in the environment for clusters without DNS SRV records.
+// wait is bounded by a timeout. While the controller cannot be reached (it died and is restarting) every
+// command is tried again for up to kControllerGraceS. Set SLURM_CONF in the environment for clusters without
+// DNS SRV records.
 #pragma once
 #include <functional>
 #include <map>
@@ -10,6 +12,10 @@
 #include <vector>
 
 namespace kb::slurm {
+
+// How long a command waits for a controller that cannot be reached (down or restarting) before it fails:
+// every call below tries again every 2 s until then.
+inline constexpr double kControllerGraceS = 600;
 
 // Options from a nightly config's `slurm:` section (or a bisect config's provider.build.slurm), turned into
 // sbatch arguments.

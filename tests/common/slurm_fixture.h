@@ -113,6 +113,34 @@ class LocalSlurm {
     up_ = false;
   }
 
+  // When the controller last saved its job state (StateSaveLocation/job_state, seconds since the epoch), or
+  // -1 when it has saved none yet. A controller that dies before saving forgets its jobs, as a real one would.
+  long job_state_saved_at() const {
+    struct stat st {};
+    if (stat((dir_ + "/state/job_state").c_str(), &st) != 0) return -1;
+    return long(st.st_mtime);
+  }
+  // The controller dies (SIGKILL, as a crash) and comes back from its saved state.
+  void kill_controller() {
+    if (ctld_pid_.empty() || !kb::file_exists(ctld_pid_)) return;
+    try {
+      const pid_t pid = pid_t(std::stol(kb::read_file(ctld_pid_)));
+      if (pid > 1) kill(pid, SIGKILL);
+      wait_until([&] { return !alive(pid); }, 10);
+    } catch (...) {
+    }
+  }
+  // "" when slurmctld runs again and answers, else why not.
+  std::string restart_controller() {
+    kb::RunOptions ro;
+    ro.timeout_s = 20;
+    auto r = kb::run_process({"/usr/sbin/slurmctld", "-f", conf_}, ro);
+    if (!r.ok()) return "slurmctld did not start again: " + r.status_text() + " " + r.err + log_tail("slurmctld");
+    if (!wait_until([&] { return kb::run_process({"sinfo", "-h", "-o", "%t"}, ro).ok(); }, 30))
+      return "slurmctld does not answer after its restart" + log_tail("slurmctld");
+    return "";
+  }
+
   bool up() const { return up_; }
   const std::string& conf() const { return conf_; }
   const std::string& dir() const { return dir_; }
