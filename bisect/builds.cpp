@@ -56,10 +56,9 @@ void BuildPool::start(const std::string& sha, bool needed, bool speculative) {
     if (r.cancelled && !err) {
       event({{"ev", "build_cancelled"}, {"sha", j->sha}, {"reason", r.reason}});
       if (auto it = jobs_.find(j->sha); it != jobs_.end() && it->second == j) jobs_.erase(it);
-    } else {
-      j->result = std::move(r);
-      j->error = err;
     }
+    j->result = std::move(r);  // a get() waiting for a cancelled build sees `cancelled` and starts it again
+    j->error = err;
     j->done = true;
     // A builder is free: the next wanted commits start.
     std::vector<std::string> rank = rank_;

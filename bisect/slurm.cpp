@@ -162,9 +162,19 @@ std::vector<std::string> jobs_named(const std::string& name, double timeout_s) {
 JobInfo job_info(const std::string& job_id, double timeout_s) {
   if (!valid_job_id(job_id)) throw InputError(fmt::format("not a Slurm job id: '{}'", job_id));
   JobInfo info;
-  if (which("scontrol").empty()) return info;
-  const RunResult r = run_slurm({"scontrol", "show", "job", "-o", job_id}, timeout_s);
-  if (!r.ok()) return info;
+  const RunResult r = which("scontrol").empty() ? RunResult{} : run_slurm({"scontrol", "show", "job", "-o", job_id}, timeout_s);
+  if (!r.ok()) {
+    // Forgotten by the controller: accounting keeps it (a cluster without slurmdbd has no sacct answer).
+    if (which("sacct").empty()) return info;
+    const RunResult a = run_slurm({"sacct", "-X", "-P", "-n", "-j", job_id, "-o", "State,ExitCode"}, timeout_s);
+    const std::string line = a.ok() ? trim(a.out.substr(0, a.out.find('\n'))) : "";
+    const size_t bar = line.find('|');
+    if (bar == std::string::npos) return info;
+    info.state = line.substr(0, bar);
+    info.state = info.state.substr(0, info.state.find(' '));  // "CANCELLED by 0"
+    info.exit_code = line.substr(bar + 1);
+    return info;
+  }
   auto field = [&](const std::string& key) {
     const std::string k = " " + key + "=";
     const std::string line = " " + r.out;

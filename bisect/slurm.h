@@ -55,8 +55,9 @@ bool wait_gone(const std::vector<std::string>& job_ids, double timeout_s, double
                const std::function<bool()>& stop = nullptr);
 
 // What `scontrol show job -o ID` says of a job: JobState (COMPLETED, FAILED, TIMEOUT, CANCELLED, NODE_FAIL,
-// ...) and ExitCode ("2:0"); both empty when the controller no longer knows the job (it forgets finished
-// jobs after MinJobAge) or scontrol is missing.
+// ...) and ExitCode ("2:0"). When the controller no longer knows the job (it forgets finished jobs after
+// MinJobAge), the accounting database's record through `sacct -X -P -n -j ID -o State,ExitCode` where the
+// cluster has one ("CANCELLED by 0" read as CANCELLED); both empty when neither knows it.
 struct JobInfo {
   std::string state, exit_code;
 };

@@ -27,6 +27,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bisect/build_job.h"
+#include "bisect/builds.h"
+#include "bisect/config.h"
+#include "bisect/provider.h"
+#include "git/git.h"
 #include "bisect/journal.h"
 #include "bisect/slurm.h"
 #include "core/error.h"
@@ -341,4 +345,30 @@ TEST(SlurmSpeculate, ControllerKilledAndRestartedWhileBuildsRun) {
   ASSERT_TRUE(b.ok()) << b.status_text() << "\n" << b.out << "\n" << kb::tail(b.err, 3000);
   EXPECT_EQ(last_line(b.out), h.culprit_line());
   expect_no_build_completed_twice(h);
+}
+
+// The pool itself: a build the loop asks for while its cancellation is under way is built again (the
+// get() waits for the cancelled job, then submits it anew) and comes back ok.
+TEST(SlurmSpeculate, AskingForABuildBeingCancelledBuildsItAgain) {
+  kbtest::LocalSlurm slurm;
+  if (std::string reason = slurm.start(); !reason.empty()) GTEST_SKIP() << "no local Slurm: " << reason;
+  History h;
+  const kb::bisect::BisectConfig cfg = kb::bisect::load_bisect_config(h.config("bisect.yaml", kSlurmProvider, kSlurmExtra));
+  kb::git::Repo repo(cfg.repo);
+  const std::string wd = h.r.tmp() + "/work";
+  kb::make_dirs(wd);
+  kb::bisect::Provider provider(cfg, repo, wd);
+  kb::bisect::BuildPool pool(provider, 4);
+  const std::string sha = h.s[9];
+  pool.want({}, {sha}, {});
+  for (int i = 0; i < 600 && running_builds(h, wd) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(running_builds(h, wd), 1u);
+  pool.want({}, {}, {sha});  // useless now: scancel under way
+  const kb::bisect::ToolchainAtCommit tc = pool.get(sha);
+  EXPECT_TRUE(tc.ok) << tc.reason;
+  EXPECT_FALSE(tc.cancelled);
+  std::vector<std::string> seen;
+  for (const auto& ev : pool.take_events()) seen.push_back(ev.value("ev", "") + (ev.value("speculative", false) ? "+" : ""));
+  EXPECT_EQ(seen, (std::vector<std::string>{"build_submitted+", "build_cancelled", "build_submitted"}));
+  EXPECT_EQ(h.completed()[sha], 1);
 }
