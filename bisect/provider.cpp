@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "bisect/build_job.h"
+#include "bisect/slurm.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/process.h"
@@ -247,6 +248,15 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
     if (finished()) {  // built by another run (or an earlier one): nothing to build
       vars["out"] = out;
       return finish(sha, p.toolchain_yaml, p.toolchain_origin, vars, r);
+    }
+    // A failed exit status a job left in the store is not adopted by a later run (the failure may have
+    // been the node's, or a build command since fixed): with no job of it running, the commit is built
+    // again. A status of 0 (the run that built it died before marking it) is taken as it is.
+    const std::string rc = job_dir + "/" + sha + ".rc";
+    if (p.slurm && file_exists(rc) && read_file(rc).rfind("0\n", 0) != 0 &&
+        slurm::jobs_named(build_job_name(sha, job_key)).empty()) {
+      std::error_code ec;
+      fs::remove(rc, ec);
     }
   }
   make_dirs(workdir_ + "/worktrees");

@@ -372,3 +372,40 @@ TEST(SlurmSpeculate, AskingForABuildBeingCancelledBuildsItAgain) {
   EXPECT_EQ(seen, (std::vector<std::string>{"build_submitted+", "build_cancelled", "build_submitted"}));
   EXPECT_EQ(h.completed()[sha], 1);
 }
+
+// A build store with Slurm builds: a second run (another workdir) takes a commit the first built, without a
+// job, and builds again a commit whose build failed (a failure is not kept for others).
+TEST(SlurmSpeculate, StoreTakesBuildsButNotFailures) {
+  kbtest::LocalSlurm slurm;
+  if (std::string reason = slurm.start(); !reason.empty()) GTEST_SKIP() << "no local Slurm: " << reason;
+  History h;
+  const std::string provider =
+      "{build: {command: 'sh build.sh', timeout_s: 300, store: store, toolchain: {name: cc, backend: cpu, kind: clang, "
+      "compiler: '{out}/cc'}, slurm: {partition: build, poll_s: 0.2}}}";
+  const kb::bisect::BisectConfig cfg = kb::bisect::load_bisect_config(h.config("bisect.yaml", provider, ""));
+  kb::git::Repo repo(cfg.repo);
+  const std::string good = h.s[3], broken = h.s[5];
+  for (const std::string wd : {"w1", "w2"}) {
+    kb::make_dirs(h.r.tmp() + "/" + wd);
+    kb::bisect::Provider p(cfg, repo, h.r.tmp() + "/" + wd);
+    const auto g = p.get(good);
+    EXPECT_TRUE(g.ok) << wd << ": " << g.reason;
+    EXPECT_EQ(g.built, wd == std::string("w1")) << wd;  // the second run takes the store's build
+    const auto b = p.get(broken);
+    EXPECT_FALSE(b.ok) << wd;
+    EXPECT_NE(b.reason.find("exit 3"), std::string::npos) << wd << ": " << b.reason;
+  }
+  // Slurm ran the good commit's build once and the broken one's twice (one job per run).
+  const std::string jobcomp = kb::read_file(slurm.jobcomp_log());
+  auto jobs_of = [&](const std::string& sha) {
+    const std::string needle = "Name=" + kb::bisect::build_job_name(sha, h.r.tmp() + "/store") + " ";
+    int k = 0;
+    for (size_t at = jobcomp.find(needle); at != std::string::npos; at = jobcomp.find(needle, at + 1)) ++k;
+    return k;
+  };
+  EXPECT_EQ(jobs_of(good), 1) << jobcomp;
+  EXPECT_EQ(jobs_of(broken), 2) << "the failure was adopted, not built again:\n" << jobcomp;
+  EXPECT_EQ(h.completed()[good], 1);
+  EXPECT_TRUE(kb::file_exists(h.r.tmp() + "/store/" + good + "/.kbisect-built.json"));
+  EXPECT_TRUE(kb::file_exists(h.r.tmp() + "/store/.slurm/" + good + ".out"));
+}
