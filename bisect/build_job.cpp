@@ -62,8 +62,14 @@ BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, cons
       slurm::wait_gone({r.job_id}, 30, 0.2);
       r.wall_s = now_s() - t0;
       r.state = slurm::job_info(r.job_id).state;
-      // A job that finished its build before scancel reached it is a build like any other.
-      if (!file_exists(rc_path)) {
+      // A job that ended on its own before scancel reached it (COMPLETED, FAILED) is a build like any other.
+      // A cancelled one may still have written a status (its command killed by SIGTERM: 143): Slurm's
+      // state decides, and where Slurm forgot the job, only a status of 0 counts as built.
+      const bool ended_first = r.state == "COMPLETED" || r.state == "FAILED" ||
+                               (r.state.empty() && file_exists(rc_path) && read_file(rc_path).rfind("0\n", 0) == 0);
+      if (!ended_first) {
+        std::error_code ec;
+        std::filesystem::remove(rc_path, ec);  // a resumed run must not adopt a cancelled job's status
         r.cancelled = true;
         r.reason = fmt::format("build cancelled (Slurm job {}, JobState {})", r.job_id, r.state.empty() ? "unknown" : r.state);
         return r;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <set>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -172,14 +172,8 @@ TEST(SlurmBuild, ResumeAfterKillAdoptsTheRunningJob) {
   ASSERT_TRUE(b.ok()) << b.status_text() << "\n" << b.out << "\n" << kb::tail(b.err, 3000);
   EXPECT_EQ(last_line(b.out), "culprit: " + s[2] + " switch to -O0");
   // Every build ran once: the job in flight at the kill was adopted, not submitted again.
-  std::multiset<std::string> runs;
   const std::string text = kb::read_file(built);
-  for (size_t i = 0; i < text.size();) {
-    size_t j = text.find('\n', i);
-    if (j == std::string::npos) j = text.size();
-    if (j > i) runs.insert(text.substr(i, j - i));
-    i = j + 1;
-  }
-  for (const auto& sha : runs) EXPECT_EQ(runs.count(sha), 1u) << sha << " built twice:\n" << text;
+  const std::map<std::string, int> runs = kbtest::count_lines(text);
+  for (const auto& [sha, k] : runs) EXPECT_EQ(k, 1) << sha << " built twice:\n" << text;
   EXPECT_GE(runs.size(), 3u) << text;
 }

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -81,16 +82,7 @@ struct History {
   std::string culprit_line() const { return "culprit: " + s[17] + " switch to -O0"; }
   // Completed builds per commit.
   std::map<std::string, int> completed() const {
-    std::map<std::string, int> m;
-    if (!kb::file_exists(done)) return m;
-    const std::string text = kb::read_file(done);
-    for (size_t i = 0; i < text.size();) {
-      size_t j = text.find('\n', i);
-      if (j == std::string::npos) j = text.size();
-      if (j > i) ++m[text.substr(i, j - i)];
-      i = j + 1;
-    }
-    return m;
+    return kb::file_exists(done) ? kbtest::count_lines(kb::read_file(done)) : std::map<std::string, int>{};
   }
 };
 
@@ -253,25 +245,39 @@ TEST(SlurmSpeculate, ResumeAfterKillWithBuildsInFlight) {
   EXPECT_FALSE(events(wd + "/journal.jsonl", "resume").empty());
 }
 
+// Runs a Slurm bisection of h with 4 builders, calls `disrupt` once two of its build jobs run, and expects
+// the culprit with no build completed twice.
+void bisect_through(const History& h, const std::function<void()>& disrupt) {
+  const std::string wd = h.r.tmp() + "/work";
+  kb::RunOptions o;
+  o.timeout_s = 600;
+  kb::StartedProcess kbisect({kbtest::kKbisect, "bisect", const_cast<History&>(h).config("bisect.yaml", kSlurmProvider, kSlurmExtra),
+                              "--workdir", wd, "-q"},
+                             o);
+  bool done = false;
+  for (int i = 0; i < 1200 && !done; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (running_builds(h, wd) < 2) continue;
+    disrupt();
+    done = true;
+  }
+  ASSERT_TRUE(done) << "no two builds ran at once";
+  const kb::RunResult b = kbisect.finish();
+  ASSERT_TRUE(b.ok()) << b.status_text() << "\n" << b.out << "\n" << kb::tail(b.err, 3000);
+  EXPECT_EQ(last_line(b.out), h.culprit_line());
+  expect_no_build_completed_twice(h);
+}
+
 TEST(SlurmSpeculate, NodeDownAndUpWhileBuildsRun) {
   kbtest::LocalSlurm slurm;
   if (std::string reason = slurm.start(); !reason.empty()) GTEST_SKIP() << "no local Slurm: " << reason;
   History h;
-  const std::string cfg = h.config("bisect.yaml", kSlurmProvider, kSlurmExtra);
-  const std::string wd = h.r.tmp() + "/work";
-  kb::RunOptions o;
-  o.timeout_s = 600;
-  kb::StartedProcess kbisect({kbtest::kKbisect, "bisect", cfg, "--workdir", wd, "-q"}, o);
-  // Once builds run, the node goes down (its jobs end NODE_FAIL) and comes back after 3 s.
-  bool downed = false;
-  for (int i = 0; i < 1200 && !downed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (running_builds(h, wd) < 2) continue;
+  // The node goes down (its jobs end NODE_FAIL) and comes back after 3 s.
+  bisect_through(h, [&] {
     kb::RunOptions so;
     so.timeout_s = 30;
     const auto d = kb::run_process({"scontrol", "update", "NodeName=localhost", "State=DOWN", "Reason=kbisect-test"}, so);
     ASSERT_TRUE(d.ok()) << d.status_text() << " " << d.err;
-    downed = true;
     std::this_thread::sleep_for(std::chrono::seconds(3));
     // RESUME is refused while the node still completes the jobs it killed: retried until the node is back.
     std::string why;
@@ -284,12 +290,9 @@ TEST(SlurmSpeculate, NodeDownAndUpWhileBuildsRun) {
       if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     ASSERT_TRUE(up) << "the node did not come back: " << why;
-  }
-  ASSERT_TRUE(downed);
-  const kb::RunResult b = kbisect.finish();
-  ASSERT_TRUE(b.ok()) << b.status_text() << "\n" << b.out << "\n" << kb::tail(b.err, 3000);
-  EXPECT_EQ(last_line(b.out), h.culprit_line());
-  // What Slurm did to the jobs on the node that went down.
+  });
+  // What Slurm did to the jobs on the node that went down: they ended NODE_FAIL and were submitted once
+  // more (the bisection completed).
   const std::string jobcomp = kb::file_exists(slurm.jobcomp_log()) ? kb::read_file(slurm.jobcomp_log()) : "";
   std::map<std::string, int> states;
   for (size_t at = jobcomp.find("JobState="); at != std::string::npos; at = jobcomp.find("JobState=", at + 1))
@@ -297,24 +300,14 @@ TEST(SlurmSpeculate, NodeDownAndUpWhileBuildsRun) {
   std::string seen;
   for (const auto& [st, k] : states) seen += fmt::format(" {} {}", st, k);
   std::cout << "[ jobs     ] ended as:" << seen << "\n";
-  // The jobs on the node ended NODE_FAIL and were submitted once more (the bisection completed).
   EXPECT_GT(states["NODE_FAIL"], 0) << jobcomp;
-  expect_no_build_completed_twice(h);
 }
 
 TEST(SlurmSpeculate, ControllerKilledAndRestartedWhileBuildsRun) {
   kbtest::LocalSlurm slurm;
   if (std::string reason = slurm.start(); !reason.empty()) GTEST_SKIP() << "no local Slurm: " << reason;
   History h;
-  const std::string cfg = h.config("bisect.yaml", kSlurmProvider, kSlurmExtra);
-  const std::string wd = h.r.tmp() + "/work";
-  kb::RunOptions o;
-  o.timeout_s = 600;
-  kb::StartedProcess kbisect({kbtest::kKbisect, "bisect", cfg, "--workdir", wd, "-q"}, o);
-  bool killed = false;
-  for (int i = 0; i < 1200 && !killed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (running_builds(h, wd) < 2) continue;
+  bisect_through(h, [&] {
     // The crash comes after the controller saved every job submitted so far (it saves within seconds of a
     // change). Jobs submitted after its last save are lost with it, their ids handed out again, and Slurm
     // drains the node for the duplicate job ids: that is Slurm's loss, not what this test is about.
@@ -322,29 +315,18 @@ TEST(SlurmSpeculate, ControllerKilledAndRestartedWhileBuildsRun) {
     for (int k = 0; k < 300; ++k) {
       long top = -1;
       const auto q = kb::run_process({"squeue", "-h", "-o", "%i"}, {});
-      for (size_t a = 0; a < q.out.size();) {
-        size_t e = q.out.find('\n', a);
-        if (e == std::string::npos) e = q.out.size();
-        if (e > a) top = std::max(top, std::stol(q.out.substr(a, e - a)));
-        a = e + 1;
-      }
+      for (const auto& [id, n] : kbtest::count_lines(q.out)) top = std::max(top, std::stol(id));
       if (top > newest) newest = top, mark = long(time(nullptr));
       if (slurm.job_state_saved_at() > mark) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     slurm.kill_controller();
-    killed = true;
     std::this_thread::sleep_for(std::chrono::seconds(5));
     ASSERT_EQ(slurm.restart_controller(), "");
     std::this_thread::sleep_for(std::chrono::seconds(2));
     const auto st = kb::run_process({"sinfo", "-h", "-R"}, {});
     ASSERT_EQ(st.out, "") << "the node was drained after the restart (Slurm lost jobs):\n" << st.out;
-  }
-  ASSERT_TRUE(killed);
-  const kb::RunResult b = kbisect.finish();
-  ASSERT_TRUE(b.ok()) << b.status_text() << "\n" << b.out << "\n" << kb::tail(b.err, 3000);
-  EXPECT_EQ(last_line(b.out), h.culprit_line());
-  expect_no_build_completed_twice(h);
+  });
 }
 
 // The pool itself: a build the loop asks for while its cancellation is under way is built again (the

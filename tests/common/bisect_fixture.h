@@ -134,6 +134,18 @@ inline std::map<std::string, std::string> pin_inner_files(const std::string& fla
 }
 
 // Writes text into r's temporary directory as name; returns the path.
+// How many times each non-empty line occurs in `text` (a log of completed builds, one sha a line).
+inline std::map<std::string, int> count_lines(const std::string& text) {
+  std::map<std::string, int> m;
+  for (size_t i = 0; i < text.size();) {
+    size_t j = text.find('\n', i);
+    if (j == std::string::npos) j = text.size();
+    if (j > i) ++m[text.substr(i, j - i)];
+    i = j + 1;
+  }
+  return m;
+}
+
 inline std::string write_tmp(const GitRepo& r, const std::string& text, const std::string& name = "bisect.yaml") {
   const std::string p = r.tmp() + "/" + name;
   kb::write_file_atomic(p, text);

@@ -59,14 +59,8 @@ echo "$KBISECT_COMMIT" >> ')SH" + done + "'\n";
   const std::string culprit = "culprit: " + s[5] + " switch to -O0";
   EXPECT_EQ(last_line(ra.out), culprit);
   EXPECT_EQ(last_line(rb.out), culprit);
-  std::map<std::string, int> completed;
   const std::string text = kb::read_file(done);
-  for (size_t i = 0; i < text.size();) {
-    size_t j = text.find('\n', i);
-    if (j == std::string::npos) j = text.size();
-    if (j > i) ++completed[text.substr(i, j - i)];
-    i = j + 1;
-  }
+  const std::map<std::string, int> completed = kbtest::count_lines(text);
   for (const auto& [sha, k] : completed) EXPECT_EQ(k, 1) << sha << " built " << k << " times";
   const int builds = json::parse(kb::read_file(r.tmp() + "/w1/result.json"))["spent"]["builds"].get<int>() +
                      json::parse(kb::read_file(r.tmp() + "/w2/result.json"))["spent"]["builds"].get<int>();
