@@ -139,7 +139,7 @@ std::string culprit_text(const BisectConfig& cfg, const Culprit& cu) {
 // With builds ahead: how many started, were cancelled and were used ahead of their round ("" without).
 std::string builds_ahead_line(const Outcome& o) {
   if (o.builds_started == o.builds && o.builds_cancelled == 0) return "";
-  return fmt::format("Builds: {} started, {} cancelled by a decision, {} built ahead and used; waited {:.1f} s for "
+  return fmt::format("Builds: {} started, {} cancelled, {} built ahead and used; waited {:.1f} s for "
                      "builds, measured {:.1f} s (reproduce {:.1f} s, search {:.1f} s, verify {:.1f} s).\n\n",
                      o.builds_started, o.builds_cancelled, o.builds_ahead_used, o.build_wait_s, o.measure_s,
                      o.reproduce_s, o.search_s, o.verify_s);
