@@ -16,6 +16,19 @@ std::string build_job_name(const std::string& sha, const std::string& workdir) {
   return "kbisect-build-" + sha.substr(0, 12) + "-" + sha256_hex(workdir).substr(0, 8);
 }
 
+std::string build_job_status(const std::string& job_dir, const std::string& sha) {
+  const std::string path = job_dir + "/" + sha + ".rc";
+  if (!file_exists(path)) return "";
+  std::string rc = read_file(path);
+  while (!rc.empty() && (rc.back() == '\n' || rc.back() == ' ')) rc.pop_back();
+  return rc;
+}
+
+void forget_build_job_status(const std::string& job_dir, const std::string& sha) {
+  std::error_code ec;
+  std::filesystem::remove(job_dir + "/" + sha + ".rc", ec);
+}
+
 bool build_job_left(const std::string& sha, const std::string& workdir, const std::string& job_dir) {
   const std::string stem = job_dir + "/" + sha;
   if (file_exists(stem + ".sh") && file_exists(stem + ".rc")) return true;
@@ -45,8 +58,7 @@ BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, cons
     if (adopt_now && !left.empty()) {
       r.job_id = left.front();
     } else if (!adopt_now) {
-      std::error_code ec;
-      std::filesystem::remove(rc_path, ec);
+      forget_build_job_status(job_dir, sha);
       // Not requeued by Slurm after a node failure (a requeued job waits minutes before it may start
       // again): kbisect submits it once more itself, at once.
       std::vector<std::string> args = slurm::sbatch_argv(*p.slurm, name, out_path, "", "");
@@ -66,10 +78,9 @@ BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, cons
       // A cancelled one may still have written a status (its command killed by SIGTERM: 143): Slurm's
       // state decides, and where Slurm forgot the job, only a status of 0 counts as built.
       const bool ended_first = r.state == "COMPLETED" || r.state == "FAILED" ||
-                               (r.state.empty() && file_exists(rc_path) && read_file(rc_path).rfind("0\n", 0) == 0);
+                               (r.state.empty() && build_job_status(job_dir, sha) == "0");
       if (!ended_first) {
-        std::error_code ec;
-        std::filesystem::remove(rc_path, ec);  // a resumed run must not adopt a cancelled job's status
+        forget_build_job_status(job_dir, sha);  // a resumed run must not adopt a cancelled job's status
         r.cancelled = true;
         r.reason = fmt::format("build cancelled (Slurm job {}, JobState {})", r.job_id, r.state.empty() ? "unknown" : r.state);
         return r;
@@ -84,9 +95,7 @@ BuildJobResult run_build_job(const ProviderSpec& p, const std::string& sha, cons
     // The node failed under the job: the status its script wrote (a build killed by SIGTERM) says nothing
     // about the commit.
     if (r.state == "NODE_FAIL" && r.attempts == 1) continue;
-    if (file_exists(rc_path)) {
-      std::string rc = read_file(rc_path);
-      while (!rc.empty() && (rc.back() == '\n' || rc.back() == ' ')) rc.pop_back();
+    if (const std::string rc = build_job_status(job_dir, sha); !rc.empty()) {
       r.ok = rc == "0";
       if (!r.ok)
         r.reason = fmt::format("build failed (exit {}) in Slurm job {}: {}", rc, r.job_id.empty() ? "(an earlier session's)" : r.job_id,

@@ -37,6 +37,11 @@ std::string build_job_name(const std::string& sha, const std::string& workdir);
 // keeps the worktree (the job may be using it) and run_build_job adopts the job.
 bool build_job_left(const std::string& sha, const std::string& workdir, const std::string& job_dir);
 
+// The exit status a build job's script left in JOB_DIR/<sha>.rc ("0", "3", "143"), "" when it left none;
+// and removing it (a cancelled job's, or a failure a later run must not adopt).
+std::string build_job_status(const std::string& job_dir, const std::string& sha);
+void forget_build_job_status(const std::string& job_dir, const std::string& sha);
+
 // Throws EnvError when Slurm's tools cannot run (sbatch missing, or sbatch refusing the job). `cancel` (may
 // be null): when it turns true while the job is queued or running, the job is scancel'ed and the result
 // says cancelled (a job that ended first keeps its real result).

@@ -252,11 +252,10 @@ ToolchainAtCommit Provider::get_built(const std::string& sha, std::map<std::stri
     // A failed exit status a job left in the store is not adopted by a later run (the failure may have
     // been the node's, or a build command since fixed): with no job of it running, the commit is built
     // again. A status of 0 (the run that built it died before marking it) is taken as it is.
-    const std::string rc = job_dir + "/" + sha + ".rc";
-    if (p.slurm && file_exists(rc) && read_file(rc).rfind("0\n", 0) != 0 &&
-        slurm::jobs_named(build_job_name(sha, job_key)).empty()) {
-      std::error_code ec;
-      fs::remove(rc, ec);
+    if (p.slurm) {
+      const std::string rc = build_job_status(job_dir, sha);
+      if (!rc.empty() && rc != "0" && slurm::jobs_named(build_job_name(sha, job_key)).empty())
+        forget_build_job_status(job_dir, sha);
     }
   }
   make_dirs(workdir_ + "/worktrees");
