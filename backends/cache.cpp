@@ -73,7 +73,11 @@ std::string CompileCache::key(const CompileRequest& req) const {
   Hasher h;
   h.add("kbisect-compile-v1").add(req.kernel->backend).add(req.kernel->name);
   h.add(read_file(kernel_source_path(req.kernel_dir, req.kernel->source)));
-  for (const auto& s : req.kernel->extra_sources) h.add(s).add(read_file(kernel_source_path(req.kernel_dir, s)));
+  // A source outside the kernel directory (a user's kernel file) is named by its file name, so that the same
+  // files elsewhere (a copy of the tree on a GPU machine) give the same key.
+  for (const auto& s : req.kernel->extra_sources)
+    h.add(fs::path(s).is_absolute() ? fs::path(s).filename().string() : s)
+        .add(read_file(kernel_source_path(req.kernel_dir, s)));
   h.add(req.params.str()).add(to_string(req.dtype));
   h.add(req.toolchain->identity).add(req.toolchain->target);
   return h.hex();
@@ -86,6 +90,10 @@ Artifact CompileCache::compile(Backend& backend, CompileRequest req) {
   if (file_exists(meta)) {
     try {
       Artifact a = artifact_from_json(read_file(meta));
+      // An entry is relocatable: a cache directory copied elsewhere (a bundle for a GPU machine, a moved
+      // cache) records the binary where it was built; it is the entry's own file of that name.
+      if (a.binary_path.rfind(final_dir + "/", 0) != 0)
+        a.binary_path = final_dir + "/" + fs::path(a.binary_path).filename().string();
       if (file_exists(a.binary_path)) {
         a.cache_hit = true;
         a.toolchain = req.toolchain->name;  // the same identity may be known under another name

@@ -165,7 +165,7 @@ void resolve_identity(Toolchain& tc) {
   if (!tc.identity.empty()) return;
   static std::mutex mu;
   static std::map<std::string, std::pair<std::string, std::string>> memo;
-  std::string key = tc.backend + "\n" + tc.kind + "\n" + tc.compiler + "\n" + tc.target;
+  std::string key = tc.backend + "\n" + tc.kind + "\n" + tc.compiler + "\n" + tc.target + "\n" + tc.prebuilt;
   for (auto& f : tc.flags) key += "\n" + f;
   for (auto& [k, v] : tc.tools) key += "\n" + k + "=" + v;
   for (auto& [k, v] : tc.env) key += "\n" + k + "=" + v;

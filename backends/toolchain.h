@@ -19,6 +19,9 @@ struct Toolchain {
   std::map<std::string, std::string> env;    // environment for the compiler process
   std::string origin;    // "preset" or the YAML file it came from
   std::string description;
+  // A Triton toolchain compiled elsewhere (`kbisect prebuild`): the record its identity comes from. Its
+  // compiler is not on this machine; its builds come from the compile cache the record came with.
+  std::string prebuilt;
 
   // Filled by resolve_identity(); empty until then.
   std::string identity;      // sha256 hex

@@ -44,7 +44,7 @@ int run_list() {
     for (const auto& f : t.flags) flags += (flags.empty() ? "" : " ") + f;
     // A preset that knows its version without running anything says it (Triton: from its dist-info).
     std::cout << fmt::format("  {:<16} {:<5} {:<10} {} {}{}{}\n", t.name, t.backend, t.kind,
-                             t.compiler.empty() ? "(in-process)" : t.compiler, flags,
+                             !t.prebuilt.empty() ? "(prebuilt)" : t.compiler.empty() ? "(in-process)" : t.compiler, flags,
                              t.target.empty() ? "" : " target=" + t.target,
                              t.version_text.empty() ? "" : "  (" + t.version_text + ")");
   }

@@ -132,9 +132,29 @@ find_cuda() {
   return 0
 }
 
+# ---------------------------------------------------------------- the Triton kernels
+# The GPU machine has no Triton and no package index: --pack compiles the Triton kernels here with the
+# releases scripts/install-deps installs (`kbisect prebuild`), and the run finds those builds through the
+# prebuilt toolchains' records, compiling nothing. The same sweep is written here and there.
+triton_releases=(3.2.0 3.3.1 3.5.1)
+triton_shapes_small='[512, 512, 256], [1024, 2048, 512]'
+triton_shapes_big='[4096, 4096, 4096], [8192, 8192, 8192]'
+triton_yaml() {  # triton_yaml TOOLCHAINS [cublas]: correctness on small shapes, cold timing on big ones
+  echo "name: gpu-triton"
+  echo "toolchains: [$1]"
+  echo "measure: {mode: cold, warmup_s: 0.02, min_samples: 10, max_samples: 50, min_time_s: 0.05, max_time_s: 0.3, noise: 1%}"
+  echo "benchmarks:"
+  echo "  - {kernel: triton_matmul_tiled, backend: cuda, config: default, dtypes: [f16, bf16], shapes: [$triton_shapes_small, $triton_shapes_big]}"
+  echo "  - {kernel: triton_matmul_tiled, backend: cuda, config: small, dtypes: [f16, bf16, f32], shapes: [$triton_shapes_small]}"
+  echo "  - {kernel: triton_matmul_persistent, backend: cuda, dtypes: [f16, bf16], shapes: [$triton_shapes_small, $triton_shapes_big]}"
+  if [[ -n "${2:-}" ]]; then
+    echo "  - {kernel: cublas, backend: cuda, dtypes: [f16, bf16], shapes: [$triton_shapes_big], toolchains: [nvrtc-sm90a]}"
+  fi
+}
+
 # ---------------------------------------------------------------- --pack
 pack() {
-  local dest=$1 b tmp name path size total
+  local dest=$1 b r tmp name path size total
   command -v patchelf > /dev/null || die "--pack needs patchelf (scripts/install-deps installs it)"
   command -v xz > /dev/null || die "--pack needs xz (scripts/install-deps installs it)"
   for b in "${bundled_bins[@]}"; do
@@ -159,12 +179,28 @@ pack() {
     strip --strip-unneeded -o "$tmp/$name" "$(readlink -f "$path")"
     xz -T0 -6 -c "$tmp/$name" > "$dest/lib/$name.xz"
   done < <(for b in "${bundled_bins[@]}"; do ldd "$build_dir/$b"; done | awk '/=>/ {print $1, $3}' | sort -u)
+  # The Triton kernels' builds for sm_90a, from every release installed here (none: the run skips them).
+  local have tcs=""
+  have=$(KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" list 2>/dev/null || true)
+  for r in "${triton_releases[@]}"; do
+    if grep -q "^  triton-$r-sm90a " <<< "$have"; then tcs+="${tcs:+, }triton-$r-sm90a"; fi
+  done
+  if [[ -n "$tcs" ]]; then
+    triton_yaml "$tcs" > "$tmp/triton.yaml"
+    KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" prebuild "$tmp/triton.yaml" -o "$tmp/triton-prebuilt" \
+      > "$tmp/prebuild.txt" 2>&1 || { cat "$tmp/prebuild.txt"; die "--pack: kbisect prebuild of the Triton kernels failed"; }
+    grep '^prebuilt ' "$tmp/prebuild.txt"
+    tar -C "$tmp" -cf - triton-prebuilt | xz -T0 -6 > "$dest/triton-prebuilt.tar.xz"
+  else
+    echo "gpu-bundle: no Triton release here (scripts/install-deps installs them): the run skips the Triton kernels"
+  fi
   rm -rf "$tmp"
   {
     echo "kbisect bundle for scripts/gpu-check.sh"
     echo "source: $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet 2>/dev/null || echo ' (with local changes)')"
     echo "made: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
-    (cd "$dest" && find bin lib -type f -printf '%s %p\n' | sort -k2)
+    echo "triton: ${tcs:-none}"
+    (cd "$dest" && find . -type f ! -name MANIFEST -printf '%s %P\n' | sort -k2)
   } > "$dest/MANIFEST"
   total=$(du -sb "$dest" | cut -f1)
   size=$(awk -v b="$total" 'BEGIN {printf "%.1f", b / 1048576}')
@@ -281,6 +317,17 @@ export -f unpack unxz_to
 step unpack 60 bash -c 'unpack "$@"' unpack "$bundle" "$work/kb"
 [[ $step_rc -eq 0 ]] || die "cannot unpack $bundle"
 
+# The Triton builds made by --pack: their cache entries seed this run's compile cache, and their records
+# stand in for the Triton environments this machine does not have.
+triton_dir=""
+mkdir -p "$work/cache"
+if [[ -f "$bundle/triton-prebuilt.tar.xz" ]]; then
+  step triton-unpack 30 bash -c 'unxz_to "$1" "$2/triton.tar" && tar -C "$2" -xf "$2/triton.tar" && rm "$2/triton.tar" &&
+    cp -r "$2/triton-prebuilt/compile" "$2/cache/"' unpack "$bundle/triton-prebuilt.tar.xz" "$work"
+  if [[ $step_rc -eq 0 ]]; then triton_dir="$work/triton-prebuilt/triton"; fi
+  log "Triton: $(sed -n 's/^triton: //p' "$bundle/MANIFEST"), prebuilt ($(ls "$work"/triton-prebuilt/compile 2>/dev/null | wc -l) cache folders)"
+fi
+
 find_cuda
 log "CUDA toolkit: ${cuda_root:-none} (libraries: ${cuda_lib:-none})"
 # The bundle's C++ runtime is the build machine's (GCC 12). A process holds one libstdc++, and the host's
@@ -305,7 +352,8 @@ for b in kbisect test_backends_cuda; do
   cat > "$work/cmd/$b" <<SH
 #!/usr/bin/env bash
 export LD_LIBRARY_PATH="${cuda_lib}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" KBISECT_CUDA_ROOT="$cuda_root" \\
-  KBISECT_KERNEL_DIR="$here/kernels" KBISECT_CACHE_DIR="$work/cache" KBISECT_CUDA_TIMEOUT_S=30
+  KBISECT_KERNEL_DIR="$here/kernels" KBISECT_CACHE_DIR="$work/cache" KBISECT_CUDA_TIMEOUT_S=30 \\
+  KBISECT_TRITON_DIR="${triton_dir:-$work/no-triton}"
 exec "$work/kb/bin/$b" "\$@"
 SH
   chmod +x "$work/cmd/$b"
@@ -423,6 +471,25 @@ if [[ $has_cublas -eq 0 && -n "$cuda_root" ]]; then
   fi
 fi
 
+# (h) the Triton kernels from their prebuilt cubins: correctness on small shapes (the device digest against
+# the reference), cold timing on big ones next to cuBLAS. Without a GPU: static metrics from the bundle's
+# builds, every case a cache hit (nothing is compiled here: this machine has no Triton).
+triton_tcs=""
+if [[ -n "$triton_dir" ]]; then
+  triton_tcs=$(sed -n 's/^triton: //p' "$bundle/MANIFEST")
+  [[ "$triton_tcs" != none ]] || triton_tcs=""
+fi
+if [[ -z "$triton_tcs" ]]; then
+  note "Triton kernels" skipped "skipped: the bundle has no Triton builds (--pack found no Triton release)"
+elif [[ "$arch" != sm90a ]]; then
+  note "Triton kernels" skipped "skipped: the bundle's Triton builds are for sm_90a, this device is $cc"
+else
+  triton_yaml "$triton_tcs" $([[ $has_cublas -eq 1 ]] && echo cublas) > "$work/triton.yaml"
+  log "(h) Triton kernels ($triton_tcs): prebuilt cubins, correctness and cold timing next to cuBLAS"
+  step triton 100 "$kbisect" sweep "$work/triton.yaml" -o "$work/triton" --format json,table > "$work/triton.txt" 2>&1
+  grep -E '^[0-9]+ cases' "$work/triton.txt" || tail -3 "$work/triton.txt"
+fi
+
 # (f) kbisect ab: nvcc against NVRTC (A/B) and NVRTC against itself (A/A), one kernel, one shape.
 log "(f) ab: nvcc vs NVRTC and NVRTC vs NVRTC"
 ab_kernel=$([[ "$arch" == sm90a ]] && echo matmul_ws_sm90 || echo matmul_ws_sm80)
@@ -480,9 +547,10 @@ tune_rc=$step_rc
 grep -v -E '^(racing|compiled) ' "$work/tune.txt" | tail -70
 
 # ---------------------------------------------------------------- summary
-python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" "$tune_rc" <<'PY'
+python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" "$tune_rc" \
+  "$([[ -n "$triton_tcs" && "$arch" == sm90a ]] && echo "$work/triton/results.json")" <<'PY'
 import json, os, sys
-out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted, tune_rc = sys.argv[1:10]
+out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted, tune_rc, triton_json = sys.argv[1:11]
 gpu = gpu == "1"
 checks = [tuple(l.split("|", 2)) for l in noted.splitlines() if l]  # (what, status, detail)
 def load(name):
@@ -511,6 +579,47 @@ for name in ("correctness.json", "timed-cold.json", "timed-hot.json"):
     elif not gpu: checks.append((name, "skipped", f"skipped: no GPU ({len(sk)} cases compiled, then skipped)"))
     elif not ok: checks.append((name, "failed", "no case ran"))
     else: checks.append((name, "ok", f"{len(ok)} ok, {len(sk)} skipped with a reason"))
+# The Triton kernels: from the bundle's builds only (a case compiled here would mean this machine had a
+# Triton after all, or the builds did not match the tree); on a GPU, correct and timed; their table goes to
+# the log and a compact record of every case into summary.json (a lease returns 8 files).
+ref, rows = {}, []  # cuBLAS TFLOP/s by (mode, shape); the table's rows
+triton_rows, triton_record = [], []
+if triton_json:
+    try:
+        with open(triton_json) as f: tcases = json.load(f).get("cases", [])
+    except Exception as e:
+        tcases = None
+        checks.append(("Triton kernels", "failed", f"no results ({e})"))
+    if tcases is not None:
+        tri = [c for c in tcases if str(c.get("kernel", "")).startswith("triton_")]
+        built = [c for c in tri if (c.get("static") or {}).get("code_bytes")]
+        fresh = [c for c in built if not (c.get("static") or {}).get("cache_hit")]
+        bad = [c for c in tcases if c.get("status") in ("failed", "incorrect")]
+        for c in bad + fresh:
+            print(f"FAIL triton: {cid(c)}: {c.get('status')}{' (compiled here, not prebuilt)' if c in fresh else ''}: "
+                  f"{str(c.get('reason', ''))[:300]}")
+        ok = [c for c in tri if c.get("status") == "ok"]
+        if bad or fresh or not built:
+            checks.append(("Triton kernels", "failed", f"{len(bad)} failed or incorrect, {len(fresh)} compiled here, "
+                           f"{len(built)} of {len(tri)} from prebuilt builds"))
+        elif not gpu:
+            checks.append(("Triton kernels", "ok", f"{len(built)} of {len(tri)} cases from the prebuilt builds with their "
+                           f"static metrics, nothing compiled; timing skipped: no GPU"))
+        elif not ok:
+            checks.append(("Triton kernels", "failed", "no Triton case ran"))
+        else:
+            checks.append(("Triton kernels", "ok", f"{len(ok)} correct and timed, {len(tri) - len(ok)} skipped with a reason"))
+        for c in tcases:
+            s = c.get("shape", {}); key = (s.get("M"), s.get("N"), s.get("K"))
+            med = (c.get("summary") or {}).get("median_s") or 0
+            tf = 2.0 * key[0] * key[1] * key[2] / med * 1e-12 if med else 0.0
+            mode = f"t-{c.get('dtype')}"  # the Triton sweep is cold, per dtype
+            if c.get("kernel") == "cublas" and c.get("status") == "ok": ref[(mode, key)] = tf
+            triton_rows.append((mode, c, key, tf))
+            st = c.get("static") or {}
+            triton_record.append({"case": cid(c), "status": c.get("status"), "reason": str(c.get("reason", ""))[:200],
+                                  "median_s": med, "tflops": tf, "cache_hit": st.get("cache_hit"),
+                                  **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}})
 if gpu:
     checks.append(("mutants, digest, GPU tests", "ok" if mutants_rc == "0" else "failed", f"test_backends_cuda exit {mutants_rc}"))
     checks.append(("ab nvcc vs NVRTC", "ok" if ab_rc in ("0", "1") else "failed", f"exit {ab_rc} (0: same or better, 1: worse)"))
@@ -523,7 +632,6 @@ else:
     checks.append(("ab", "skipped", "skipped: no GPU"))
     checks.append(("tune", "ok" if tune_rc == "0" else "failed", f"static metrics only: no GPU (kbisect tune exit {tune_rc})"))
 # The table: kernel, path, correct?, TFLOP/s and the ratio to cuBLAS on the same shape and mode.
-ref, rows = {}, []
 for mode in ("cold", "hot"):
     for c in load(f"timed-{mode}.json") or []:
         s = c.get("shape", {}); key = (s.get("M"), s.get("N"), s.get("K"))
@@ -534,9 +642,10 @@ for mode in ("cold", "hot"):
 if cublas_jsonl:
     for line in open(cublas_jsonl):
         r = json.loads(line); ref[("cold", (r["M"], r["N"], r["K"]))] = r["tflops"]
+rows += triton_rows
 if gpu: checks.append(("cuBLAS anchor", "ok" if ref else "failed", f"{len(ref)} mode x shape figures"))
 if rows and gpu:
-    print(f"{'mode':<4} {'kernel':<34} {'path':<12} {'shape':<16} {'correct?':<9} {'TFLOP/s':>8} {'/cuBLAS':>7}")
+    print(f"{'mode':<6} {'kernel':<34} {'path':<18} {'shape':<16} {'correct?':<9} {'TFLOP/s':>8} {'/cuBLAS':>7}")
     for mode, c, key, tf in rows:
         p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items())) if c.get("kernel") == "matmul_ws_sm90" else ""
         kern = f"{c.get('kernel')}[{p}]" if p else c.get("kernel")
@@ -544,14 +653,15 @@ if rows and gpu:
         corr = {"ok": "yes", "incorrect": "NO"}.get(st, st)
         r = ref.get((mode, key))
         ratio = f"{tf / r:7.2f}" if r and tf and c.get("kernel") != "cublas" else "      -"
-        print(f"{mode:<4} {kern:<34} {tc_name(c):<12} {'x'.join(map(str, key)):<16} {corr:<9} {tf:8.1f} {ratio}")
+        print(f"{mode:<6} {kern:<34} {tc_name(c):<18} {'x'.join(map(str, key)):<16} {corr:<9} {tf:8.1f} {ratio}")
 passed = sum(1 for _, st, _ in checks if st == "ok")
 failed = sum(1 for _, st, _ in checks if st == "failed")
 for what, st, detail in checks: print(f"{st:<8} {what}: {detail}")
 with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump({"gpu": gpu, "passed": passed, "failed": failed,
                "checks": [{"what": w, "status": s, "detail": d} for w, s, d in checks],
-               "cublas_tflops": {f"{m}:{k[0]}x{k[1]}x{k[2]}": v for (m, k), v in ref.items()}}, f, indent=1)
+               "cublas_tflops": {f"{m}:{k[0]}x{k[1]}x{k[2]}": v for (m, k), v in ref.items()},
+               "triton_cases": triton_record}, f, indent=1)
 print(f"TALLY {passed} {failed}")
 PY
 echo "budget: total $(( $(date +%s) - start ))/${budget_s} s"

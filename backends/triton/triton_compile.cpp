@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "backends/cache.h"
 #include "backends/triton/expr.h"
+#include "backends/triton/prebuilt.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
@@ -180,6 +182,7 @@ Compiled compile(const CompileRequest& req) {
   const TritonSpec* spec = find_triton_spec(req.kernel->name);
   if (!spec) throw InputError(fmt::format("{} is not a Triton kernel", req.kernel->name));
   const Toolchain& tc = *req.toolchain;
+  if (!tc.prebuilt.empty()) refuse_prebuilt_compile(req, CompileCache().key(req));
   const json sj = driver_spec(req, *spec, req.out_dir);
   const std::string spec_path = req.out_dir + "/spec.json";
   write_file_atomic(spec_path, sj.dump(1));
@@ -258,6 +261,7 @@ Compiled compile(const CompileRequest& req) {
 void identify(Toolchain& tc) {
   parse_target(tc);
   flag_options(tc);
+  if (!tc.prebuilt.empty()) return identify_prebuilt(tc);
   RunOptions o;
   o.timeout_s = 120;
   o.env_set = tc.env;
@@ -300,9 +304,14 @@ std::vector<Toolchain> presets(const std::string& backend) {
   const fs::path root = triton_env_root();
   if (!fs::is_directory(root, ec)) return out;
   std::vector<std::pair<std::string, fs::path>> envs;  // (version, python)
+  std::vector<Toolchain> prebuilt;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const fs::path py = e.path() / "bin" / "python";
-    if (!fs::exists(py, ec)) continue;
+    if (!fs::exists(py, ec)) {  // no Triton here, but perhaps its builds (`kbisect prebuild`)
+      if (fs::exists(e.path() / kPrebuiltRecord, ec))
+        for (auto& tc : prebuilt_toolchains((e.path() / kPrebuiltRecord).string(), backend)) prebuilt.push_back(std::move(tc));
+      continue;
+    }
     std::string version;
     for (const auto& lib : fs::directory_iterator(e.path() / "lib", ec))
       for (const auto& sp : fs::directory_iterator(lib.path() / "site-packages", ec)) {
@@ -334,6 +343,8 @@ std::vector<Toolchain> presets(const std::string& backend) {
       if (backend == "hip" && !version_at_least(version, "3.5") && file_exists(lld19)) tc.env["TRITON_HIP_LLD_PATH"] = lld19;
       out.push_back(std::move(tc));
     }
+  std::sort(prebuilt.begin(), prebuilt.end(), [](const Toolchain& a, const Toolchain& b) { return a.name < b.name; });
+  for (auto& tc : prebuilt) out.push_back(std::move(tc));
   return out;
 }
 
