@@ -23,6 +23,14 @@ std::string kernel_dir() {
   return KBISECT_SOURCE_KERNEL_DIR;
 }
 
+std::shared_ptr<const OutputSnapshot> Executable::snapshot_outputs() {
+  throw Error("this backend does not run users' Triton kernels: it has no outputs to keep");
+}
+
+OutputCheck Executable::compare_outputs(const OutputSnapshot&, const ToleranceOf&) {
+  throw Error("this backend does not run users' Triton kernels: it has no outputs to compare");
+}
+
 std::string kernel_source_path(const std::string& kernel_dir, const std::string& rel) {
   return !rel.empty() && rel[0] == '/' ? rel : kernel_dir + "/" + rel;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/digest.h"
+#include "backends/triton/user_args.h"
 #include "backends/toolchain.h"
 #include "backends/kernel.h"
 
@@ -41,6 +42,27 @@ struct TimedSample {
   bool throttled = false;      // backend says: discard (NVBench: clock < 75% of default)
 };
 
+// A user's Triton kernel's outputs after a run, kept where they live (device memory for a GPU backend), as
+// the reference the same kernel built by other toolchains is checked against (docs/triton.md). Only the
+// backend that made it can read it.
+class OutputSnapshot {
+ public:
+  virtual ~OutputSnapshot() = default;
+  virtual int64_t bytes() const = 0;
+};
+
+// The outputs compared with a snapshot: each output's difference (backends/triton/user_args.h), by name.
+struct OutputCheck {
+  std::string where = "host";  // or the device that compared them
+  std::vector<std::pair<std::string, triton::OutputDiff>> outputs;
+  bool ok() const {
+    for (const auto& [name, d] : outputs)
+      if (d.mismatches) return false;
+    return true;
+  }
+};
+using ToleranceOf = std::function<triton::OutputTolerance(const std::string& dtype)>;
+
 // A loaded, launchable kernel in this process, bound to one shape at a time.
 class Executable {
  public:
@@ -57,6 +79,11 @@ class Executable {
   // The digest of C for the fast correctness check (backends/digest.h), after at least one run. The
   // default computes it on the host from result(); a device backend computes it where C lives.
   virtual ResultDigest digest(const Shape& shape, const DigestRequest& req) { return host_digest(result(), shape, req); }
+  // A user's Triton kernel (prepared by its shape's label, A and B unused): its outputs after the last run,
+  // and the comparison of this run's outputs with another build's snapshot on the same inputs. A backend
+  // that cannot run user kernels never loads one; the defaults say so.
+  virtual std::shared_ptr<const OutputSnapshot> snapshot_outputs();
+  virtual OutputCheck compare_outputs(const OutputSnapshot& reference, const ToleranceOf& tolerance);
   // What the timer measures with ("steady_clock", "cuda-events", ...).
   virtual std::string clock_name() const = 0;
   // Where this load's code and operands landed (after prepare()), as "name=0x... " pairs: fresh-load

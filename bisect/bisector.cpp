@@ -150,6 +150,7 @@ Outcome Loop::run() {
   journal_start();
 
   // ---- endpoints and reproduction ----
+  lab_.reference(plan_.shas[0]);
   // With builders, the first rounds' commits build while the endpoints do.
   want_ahead(0, n - 1, {0, n - 1}, {});
   for (int i : {0, n - 1}) {

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
 
 #include "core/clock.h"
 #include "core/error.h"
@@ -152,6 +153,11 @@ struct RealLab::Loaded {
 
 RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {
   if (cfg.builders > 1) pool_ = std::make_unique<BuildPool>(provider, cfg.builders);
+  try {
+    user_kernels_ = bool(YAML::Load(cfg.sweep_text)["user_kernels"]);
+  } catch (const YAML::Exception&) {
+    user_kernels_ = false;  // the sweep's own parse reports it
+  }
 }
 RealLab::~RealLab() = default;
 
@@ -162,6 +168,13 @@ RealLab::Loaded& RealLab::load(const std::string& sha, Probe* probe_out, const T
     lru_.push_back(sha);
     if (probe_out) *probe_out = it->second->probe;
     return *it->second;
+  }
+  if (user_kernels_ && needs_run(cfg_.metric) && !reference_sha_.empty() && sha != reference_sha_ &&
+      !loaded_.count(reference_sha_)) {
+    const std::string ref = reference_sha_;
+    reference_sha_.clear();  // once: a reference that cannot load leaves the first commit that does
+    const ToolchainAtCommit tc = pool_ ? pool_->get(ref) : provider_.get(ref);
+    load(ref, nullptr, &tc);
   }
   auto L = std::make_unique<Loaded>();
   prepare(*L, sha, fetched ? *fetched : provider_.get(sha));

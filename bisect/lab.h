@@ -32,6 +32,7 @@ class RealLab : public Lab {
   bool ready(const std::string& sha) override;
   std::vector<nlohmann::json> build_events() override;
   void stop_builds() override;
+  void reference(const std::string& sha) override { reference_sha_ = sha; }
 
  private:
   struct Loaded;
@@ -53,6 +54,10 @@ class RealLab : public Lab {
   std::vector<std::string> lru_;
   size_t keep_ = 6;  // commits kept loaded (at least those of the current measurement)
   std::unique_ptr<BuildPool> pool_;  // builders > 1: builds ahead as Slurm jobs
+  // Users' kernels are checked against the first commit that runs them: the reference commit is loaded
+  // before any other (when the config has user kernels and the metric runs the cases).
+  std::string reference_sha_;
+  bool user_kernels_ = false;
 };
 
 }  // namespace kb::bisect

@@ -97,6 +97,10 @@ class Lab {
   virtual std::vector<nlohmann::json> build_events() { return {}; }
   // Cancels the builds ahead still in flight and waits for them to end (the search is over).
   virtual void stop_builds() {}
+  // The commit whose outputs are the reference of users' Triton kernels (harness/user_check.h): the good
+  // one, told before anything is probed, so that it is loaded first even when a resumed run takes its probe
+  // from the journal.
+  virtual void reference(const std::string& sha) { (void)sha; }
 };
 
 }  // namespace kb::bisect

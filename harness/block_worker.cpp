@@ -233,7 +233,7 @@ int block_worker_main(std::istream& in, std::ostream& out, std::ostream& err, in
       r.artifact = l.at("artifact").get<Artifact>();
       const auto s = l.at("shape").get<std::vector<int64_t>>();
       if (s.size() != 3) throw InputError("shape must be [M, N, K]");
-      r.shape = {s[0], s[1], s[2]};
+      r.shape = {s[0], s[1], s[2], {}, {}};
       const size_t a = l.at("a").get<size_t>(), b = l.at("b").get<size_t>();
       if (a >= arrays.size() || b >= arrays.size()) throw InputError("input array index out of range");
       if (r.artifact.backend != "cpu")

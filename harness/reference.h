@@ -11,6 +11,7 @@
 
 #include "backends/kernel.h"
 #include "harness/check.h"
+#include "harness/user_check.h"
 
 namespace kb {
 
@@ -66,11 +67,14 @@ class ReferenceCache {
       : max_bytes_(max_bytes), opts_(opts) {}
   std::shared_ptr<const GemmProblem> get(const Shape& s, DType d, uint64_t seed = 42);
   size_t size() const { return items_.size(); }
+  // Users' Triton kernels have no GEMM reference: their baselines' outputs (harness/user_check.h).
+  OutputReferences& outputs() { return outputs_; }
 
  private:
   size_t max_bytes_;
   ReferenceOptions opts_;
   std::list<std::shared_ptr<const GemmProblem>> items_;
+  OutputReferences outputs_;
 };
 
 }  // namespace kb

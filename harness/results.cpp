@@ -40,7 +40,7 @@ CaseStatus parse_case_status(const std::string& s) {
   throw InputError(fmt::format("unknown case status '{}'", s));
 }
 
-Summary summarize(const std::vector<double>& xs, double flops) {
+Summary summarize(const std::vector<double>& xs, double flops, double bytes) {
   Summary s;
   s.samples = int64_t(xs.size());
   if (xs.empty()) return s;
@@ -57,6 +57,7 @@ Summary summarize(const std::vector<double>& xs, double flops) {
   const double sigma = stats::kMadToSigma * stats::mad(xs);
   s.ci_rel = (n > 1 && s.median_s > 0) ? 1.96 * stats::kMedianSe * sigma / std::sqrt(n) / s.median_s : 1.0;
   s.tflops = (flops > 0 && s.median_s > 0) ? flops / s.median_s / 1e12 : 0;
+  s.gbps = (bytes > 0 && s.median_s > 0) ? bytes / s.median_s / 1e9 : 0;
   return s;
 }
 
@@ -159,6 +160,7 @@ json to_json(const CaseResult& c) {
   j["summary"] = {{"samples", s.samples}, {"median_s", s.median_s}, {"mean_s", s.mean_s},
                   {"stddev_s", s.stddev_s}, {"min_s", s.min_s},       {"max_s", s.max_s},
                   {"noise", s.noise},       {"ci_rel", s.ci_rel},     {"tflops", s.tflops}};
+  if (s.gbps > 0) j["summary"]["gbps"] = s.gbps;
   return j;
 }
 
@@ -220,6 +222,11 @@ CaseResult read_case(const json& j) {
   if (j.contains("conditions") && j["conditions"].is_object())
     c.conditions = conditions_from_json(j["conditions"], ctx + " conditions");
   c.summary = summarize(c.samples_s, c.shape.flops());
+  if (!c.shape.label.empty() && j.contains("summary") && j["summary"].is_object()) {
+    // A labelled shape's work comes from its kernel's file (flops, bytes): kept as written.
+    c.summary.tflops = j["summary"].value("tflops", 0.0);
+    c.summary.gbps = j["summary"].value("gbps", 0.0);
+  }
   return c;
 }
 

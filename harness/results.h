@@ -40,10 +40,11 @@ struct Summary {
   double noise = 0;      // stddev / mean
   double ci_rel = 0;     // relative half-width of the ~95% CI of the median (robust; used to stop)
   double tflops = 0;     // flops / median
+  double gbps = 0;       // bytes / median (a user kernel that declares its bytes; else 0)
 };
 
 // Summary of raw samples (pure; flops may be 0).
-Summary summarize(const std::vector<double>& samples_s, double flops);
+Summary summarize(const std::vector<double>& samples_s, double flops, double bytes = 0);
 
 struct CaseResult {
   std::string kernel, backend;

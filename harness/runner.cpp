@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/triton/user_kernel.h"
 #include "core/error.h"
 
 namespace kb {
@@ -86,13 +87,25 @@ PreparedCase prepare_case(const PlannedCase& pc, CompileCache& cache, ReferenceC
   }
   try {
     auto exe = be.load(art);
+    const triton::UserKernel* user = triton::find_user_kernel(pc.c.kernel->name);
     const auto t_ref = std::chrono::steady_clock::now();
-    auto problem = refs.get(pc.c.shape, pc.c.dtype);
+    // A user's kernel has its own arguments (made by the executable from its file): no GEMM inputs.
+    std::shared_ptr<const GemmProblem> problem;
+    if (user) {
+      auto p = std::make_shared<GemmProblem>();
+      p->shape = pc.c.shape;
+      p->dtype = pc.c.dtype;
+      problem = p;
+    } else {
+      problem = refs.get(pc.c.shape, pc.c.dtype);
+    }
     double check_s = seconds_since(t_ref);
     exe->prepare(pc.c.shape, problem->A, problem->B);
     out.check_run_s = exe->run(1).seconds;
     const auto t_cmp = std::chrono::steady_clock::now();
-    Check chk = check_executable(*problem, *exe, pc.c.kernel->tolerance);
+    Check chk = user ? check_user_outputs(user_reference_key(*pc.c.kernel, pc.c.params, pc.c.dtype, pc.c.shape),
+                                          *pc.toolchain, pc.c.params, *user, *exe, refs.outputs())
+                     : check_executable(*problem, *exe, pc.c.kernel->tolerance);
     check_s += seconds_since(t_cmp);
     r.checked = true;
     r.check_s = check_s;
@@ -138,7 +151,12 @@ void record_measurement(CaseResult& r, const Measurement& m) {
   r.samples_s = m.samples_s;
   r.clocks_mhz = m.clocks_mhz;
   r.conditions = m.conditions;
-  r.summary = summarize(r.samples_s, r.shape.flops());
+  double flops = r.shape.flops(), bytes = 0;
+  if (const triton::UserKernel* u = triton::find_user_kernel(r.kernel)) {  // the file's flops and bytes, if any
+    flops = triton::user_kernel_work(*u, u->flops, r.shape, r.params);
+    bytes = triton::user_kernel_work(*u, u->bytes, r.shape, r.params);
+  }
+  r.summary = summarize(r.samples_s, flops, bytes);
 }
 
 std::set<std::string> precompile(const Sweep& sweep, CompileCache& cache, int jobs, Log& log) {

@@ -152,9 +152,27 @@ triton_yaml() {  # triton_yaml TOOLCHAINS [cublas]: correctness on small shapes,
   fi
 }
 
+# Users' own kernels (tests/data/user-kernels): a softmax and an attention forward, checked against the
+# baseline toolchain's outputs (3.5.1, the first) under 3.3.1 and 3.2.0, a softmax that the mutant
+# toolchain (3.5.1 with KB_MUTANT=1 in its env, see mutant.py) miscompiles: it must be called incorrect, and
+# a kernel that takes a host tensor descriptor (tma.py), whose CUtensorMap kbisect encodes at launch.
+user_data="$here/tests/data/user-kernels"
+mutant_tc=triton-3.5.1-sm90a-mutant
+user_yaml() {  # user_yaml TOOLCHAINS MUTANT_TOOLCHAIN (a name, or a file where Triton is)
+  echo "name: gpu-user-kernels"
+  echo "user_kernels: [$user_data/softmax.yaml, $user_data/attention.yaml, $user_data/mutant.yaml, $user_data/tma.yaml]"
+  echo "toolchains: [$1]"
+  echo "measure: {mode: cold, warmup_s: 0.02, min_samples: 10, max_samples: 50, min_time_s: 0.05, max_time_s: 0.3, noise: 1%}"
+  echo "benchmarks:"
+  echo "  - {kernel: user_softmax, backend: cuda}"
+  echo "  - {kernel: user_attention_fwd, backend: cuda}"
+  echo "  - {kernel: user_softmax_mutant, backend: cuda, toolchains: [triton-3.5.1-sm90a, $2]}"
+  echo "  - {kernel: user_scale_tiles, backend: cuda, toolchains: [triton-3.5.1-sm90a]}  # a host TMA descriptor"
+}
+
 # ---------------------------------------------------------------- --pack
 pack() {
-  local dest=$1 b r tmp name path size total
+  local dest=$1 b r tmp name path size total user_built=no
   command -v patchelf > /dev/null || die "--pack needs patchelf (scripts/install-deps installs it)"
   command -v xz > /dev/null || die "--pack needs xz (scripts/install-deps installs it)"
   for b in "${bundled_bins[@]}"; do
@@ -190,6 +208,18 @@ pack() {
     KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" prebuild "$tmp/triton.yaml" -o "$tmp/triton-prebuilt" \
       > "$tmp/prebuild.txt" 2>&1 || { cat "$tmp/prebuild.txt"; die "--pack: kbisect prebuild of the Triton kernels failed"; }
     grep '^prebuilt ' "$tmp/prebuild.txt"
+    # The users' kernels with the same releases, 3.5.1 first (the baseline), and the mutant toolchain.
+    local root="${KBISECT_TRITON_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kbisect/triton}" utcs
+    utcs=$(tr ',' '\n' <<< "$tcs" | tr -d ' ' | sort -r | paste -sd, | sed 's/,/, /g')
+    if [[ "$tcs" == *triton-3.5.1-sm90a* ]]; then
+      printf 'name: %s\nbackend: cuda\nkind: triton\ncompiler: %s\ntarget: sm_90a\nenv: {KB_MUTANT: "1"}\n' \
+        "$mutant_tc" "$root/triton-3.5.1/bin/python" > "$tmp/mutant-toolchain.yaml"
+      user_yaml "$utcs" "$tmp/mutant-toolchain.yaml" > "$tmp/user.yaml"
+      KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" prebuild "$tmp/user.yaml" -o "$tmp/triton-prebuilt" \
+        > "$tmp/prebuild-user.txt" 2>&1 || { cat "$tmp/prebuild-user.txt"; die "--pack: kbisect prebuild of the users' kernels failed"; }
+      grep '^prebuilt ' "$tmp/prebuild-user.txt"
+      user_built=yes
+    fi
     tar -C "$tmp" -cf - triton-prebuilt | xz -T0 -6 > "$dest/triton-prebuilt.tar.xz"
   else
     echo "gpu-bundle: no Triton release here (scripts/install-deps installs them): the run skips the Triton kernels"
@@ -200,6 +230,7 @@ pack() {
     echo "source: $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet 2>/dev/null || echo ' (with local changes)')"
     echo "made: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
     echo "triton: ${tcs:-none}"
+    echo "user-kernels: $user_built"
     (cd "$dest" && find . -type f ! -name MANIFEST -printf '%s %P\n' | sort -k2)
   } > "$dest/MANIFEST"
   total=$(du -sb "$dest" | cut -f1)
@@ -490,6 +521,28 @@ else
   grep -E '^[0-9]+ cases' "$work/triton.txt" || tail -3 "$work/triton.txt"
 fi
 
+# (i) users' kernels from the bundle's builds: each case checked against the baseline toolchain's outputs
+# (3.5.1) on the same inputs, the mutant toolchain's softmax must be called incorrect, and a timed A/B of the
+# attention kernel, 3.3.1 against 3.5.1. Without a GPU: static metrics, and the mutant's code must differ.
+user_ran=""
+user_ab_rc=""
+if [[ -z "$triton_tcs" || "$arch" != sm90a ]] || ! grep -q '^user-kernels: yes' "$bundle/MANIFEST"; then
+  note "users' kernels" skipped "skipped: the bundle has no builds of them for this device ($cc)"
+else
+  user_tcs=$(tr ',' '\n' <<< "$triton_tcs" | tr -d ' ' | sort -r | paste -sd, | sed 's/,/, /g')
+  user_yaml "$user_tcs" "$mutant_tc" > "$work/user.yaml"
+  log "(i) users' kernels ($user_tcs; the first is the baseline) and the mutant toolchain"
+  step user 90 "$kbisect" sweep "$work/user.yaml" -o "$work/user" --format json,table > "$work/user.txt" 2>&1
+  grep -E '^[0-9]+ cases' "$work/user.txt" || tail -3 "$work/user.txt"
+  user_ran=1
+  if [[ "$user_tcs" == *triton-3.3.1-sm90a* ]]; then
+    step user-ab 60 "$kbisect" ab "$work/user.yaml" --toolchain triton-3.3.1-sm90a --toolchain triton-3.5.1-sm90a \
+      --filter user_attention_fwd --budget-s 15 --threshold 1% -o "$work/user-ab" > "$work/user-ab.txt" 2>&1
+    user_ab_rc=$step_rc
+    grep -E '^(cuda/|[0-9]+ worse)' "$work/user-ab.txt" || tail -3 "$work/user-ab.txt"
+  fi
+fi
+
 # (f) kbisect ab: nvcc against NVRTC (A/B) and NVRTC against itself (A/A), one kernel, one shape.
 log "(f) ab: nvcc vs NVRTC and NVRTC vs NVRTC"
 ab_kernel=$([[ "$arch" == sm90a ]] && echo matmul_ws_sm90 || echo matmul_ws_sm80)
@@ -548,9 +601,11 @@ grep -v -E '^(racing|compiled) ' "$work/tune.txt" | tail -70
 
 # ---------------------------------------------------------------- summary
 python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" "$tune_rc" \
-  "$([[ -n "$triton_tcs" && "$arch" == sm90a ]] && echo "$work/triton/results.json")" <<'PY'
+  "$([[ -n "$triton_tcs" && "$arch" == sm90a ]] && echo "$work/triton/results.json")" \
+  "$([[ -n "$user_ran" ]] && echo "$work/user/results.json")" "$user_ab_rc" "$work/user-ab/ab.json" "$mutant_tc" <<'PY'
 import json, os, sys
 out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted, tune_rc, triton_json = sys.argv[1:11]
+user_json, user_ab_rc, user_ab_json, mutant_tc = sys.argv[11:15]
 gpu = gpu == "1"
 checks = [tuple(l.split("|", 2)) for l in noted.splitlines() if l]  # (what, status, detail)
 def load(name):
@@ -620,6 +675,55 @@ if triton_json:
             triton_record.append({"case": cid(c), "status": c.get("status"), "reason": str(c.get("reason", ""))[:200],
                                   "median_s": med, "tflops": tf, "cache_hit": st.get("cache_hit"),
                                   **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}})
+# Users' kernels: from the bundle's builds only; on a GPU every case correct against the baseline but the
+# mutant toolchain's, which must be incorrect; without one, the mutant's code must differ from the baseline's.
+user_record, user_ab = [], None
+if user_json:
+    try:
+        with open(user_json) as f: ucases = json.load(f).get("cases", [])
+    except Exception as e:
+        ucases = None
+        checks.append(("users' kernels", "failed", f"no results ({e})"))
+    if ucases is not None:
+        fresh = [c for c in ucases if (c.get("static") or {}).get("code_bytes") and not (c.get("static") or {}).get("cache_hit")]
+        mut = [c for c in ucases if tc_name(c) == mutant_tc]
+        base = [c for c in ucases if c.get("kernel") == "user_softmax_mutant" and tc_name(c) != mutant_tc]
+        rest = [c for c in ucases if c not in mut]
+        for c in ucases:
+            st = c.get("static") or {}
+            corr = c.get("correctness") or {}
+            user_record.append({"case": f"{c.get('kernel')}/{(c.get('shape') or {}).get('label')}/{tc_name(c)}",
+                                "status": c.get("status"), "reason": str(c.get("reason", ""))[:300],
+                                "check": corr.get("method"), "max_abs_error": corr.get("max_error"),
+                                "median_s": (c.get("summary") or {}).get("median_s"),
+                                "tflops": (c.get("summary") or {}).get("tflops"), "gbps": (c.get("summary") or {}).get("gbps"),
+                                "cache_hit": st.get("cache_hit"),
+                                **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}})
+        if fresh or not mut or not base:
+            checks.append(("users' kernels", "failed", f"{len(fresh)} compiled here (not prebuilt), {len(mut)} mutant cases, "
+                           f"{len(base)} baseline cases of the mutant kernel"))
+        elif not gpu:
+            same = (mut[0].get("static") or {}).get("code_hash") == (base[0].get("static") or {}).get("code_hash")
+            checks.append(("users' kernels", "failed" if same else "ok",
+                           f"{len(ucases)} cases from the prebuilt builds, nothing compiled; the mutant's code "
+                           f"{'is the same as' if same else 'differs from'} the baseline's; not run: no GPU"))
+        else:
+            bad = [c for c in rest if c.get("status") != "ok"]
+            caught = [c for c in mut if c.get("status") == "incorrect"]
+            for c in bad: print(f"FAIL users' kernels: {cid(c)}: {c.get('status')}: {str(c.get('reason', ''))[:300]}")
+            ok = not bad and len(caught) == len(mut)
+            checks.append(("users' kernels", "ok" if ok else "failed",
+                           f"{len(rest) - len(bad)} of {len(rest)} correct against the baseline; the mutant "
+                           f"{'called incorrect: ' + str(caught[0].get('reason', ''))[:200] if caught else 'NOT caught: ' + str(mut[0].get('status'))}"))
+    if gpu and user_ab_rc:
+        try:
+            with open(user_ab_json) as f: user_ab = json.load(f)
+            dec = next((c.get("decision", {}) for c in user_ab.get("extra", {}).get("comparison", {}).get("cases", [])), {})
+            ci = dec.get("ci_pct") or [float("nan")] * 2
+            detail = f"attention 3.3.1 vs 3.5.1: {dec.get('effect_pct', float('nan')):+.2f}% CI [{ci[0]:+.2f}%, {ci[1]:+.2f}%] {dec.get('verdict')}"
+        except Exception as e:
+            detail = f"no ab.json ({e})"
+        checks.append(("users' kernels: timed ab", "ok" if user_ab_rc in ("0", "1") else "failed", f"exit {user_ab_rc}; {detail}"))
 if gpu:
     checks.append(("mutants, digest, GPU tests", "ok" if mutants_rc == "0" else "failed", f"test_backends_cuda exit {mutants_rc}"))
     checks.append(("ab nvcc vs NVRTC", "ok" if ab_rc in ("0", "1") else "failed", f"exit {ab_rc} (0: same or better, 1: worse)"))
@@ -661,7 +765,8 @@ with open(os.path.join(out, "summary.json"), "w") as f:
     json.dump({"gpu": gpu, "passed": passed, "failed": failed,
                "checks": [{"what": w, "status": s, "detail": d} for w, s, d in checks],
                "cublas_tflops": {f"{m}:{k[0]}x{k[1]}x{k[2]}": v for (m, k), v in ref.items()},
-               "triton_cases": triton_record}, f, indent=1)
+               "triton_cases": triton_record, "user_cases": user_record,
+               "user_ab": (user_ab or {}).get("extra", {}).get("comparison")}, f, indent=1)
 print(f"TALLY {passed} {failed}")
 PY
 echo "budget: total $(( $(date +%s) - start ))/${budget_s} s"

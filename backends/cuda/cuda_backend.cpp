@@ -226,9 +226,6 @@ class CudaBackend : public Backend {
   }
 
   std::unique_ptr<Executable> load(const Artifact& art) override {
-    if (triton::find_user_kernel(art.kernel))
-      throw EnvError(fmt::format("{}: launching a user's Triton kernel (its own tensors and outputs) is not built yet: "
-                                 "compile and static metrics only", art.kernel));
     return make_cuda_executable(art);
   }
 

@@ -18,7 +18,8 @@ namespace kb::cuda {
   X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)       \
   X(cuStreamSynchronize) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) \
   X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                \
-  X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)
+  X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuTensorMapEncodeTiled) X(cuLaunchKernelEx)   \
+  X(cuMemcpyDtoDAsync)
 
 struct Driver {
 #define KB_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;

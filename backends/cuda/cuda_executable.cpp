@@ -14,6 +14,8 @@
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/device_digest.h"
 #include "backends/cuda/triton_launch.h"
+#include "backends/cuda/user_tensors.h"
+#include "backends/triton/user_kernel.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/half_bits.h"
 #include "core/error.h"
@@ -26,6 +28,8 @@ namespace {
 const KernelDecl& decl_of(const std::string& name) {
   for (const auto& k : cuda_kernels())
     if (k.name == name) return k;
+  for (const KernelDecl* k : triton::user_kernel_decls("cuda"))
+    if (k->name == name) return *k;
   throw InputError(fmt::format("unknown CUDA kernel '{}'", name));
 }
 
@@ -59,6 +63,7 @@ class CudaExecutable : public Executable {
       ls_.threads = 32 * triton_->num_warps;
       ls_.dynamic_smem = triton_->shared;
       art_.entry = triton_->entry;
+      user_kernel_ = triton::find_user_kernel(art.kernel);
     }
     KB_CU(d.cuDevicePrimaryCtxRetain(&ctx_, dev_));
     KB_CU(d.cuCtxSetCurrent(ctx_));
@@ -85,6 +90,7 @@ class CudaExecutable : public Executable {
     d.cuCtxSetCurrent(ctx_);
     if (stream_) d.cuStreamSynchronize(stream_);
     digest_.reset();
+    user_.reset();
     drop_graphs();
     cublas_.reset();
     for (CUdeviceptr p : {dA_, dB_, dC_, dMaps_, l2_, gaps_[0], gaps_[1], gaps_[2], dScratch_[0], dScratch_[1]})
@@ -97,6 +103,7 @@ class CudaExecutable : public Executable {
   }
 
   void prepare(const Shape& shape, const std::vector<float>& A, const std::vector<float>& B) override {
+    if (user_kernel_) return prepare_user(shape);
     if (decl_.check_shape)
       if (auto why = decl_.check_shape(art_.params, art_.dtype, shape)) throw Error(fmt::format("{}: {}", art_.kernel, *why));
     if (int64_t(A.size()) != shape.M * shape.K || int64_t(B.size()) != shape.K * shape.N)
@@ -141,7 +148,7 @@ class CudaExecutable : public Executable {
   }
 
   TimedSample run(int batch) override {
-    if (!dC_) throw Error(fmt::format("{}: run() before prepare()", art_.kernel));
+    if (!dC_ && !user_) throw Error(fmt::format("{}: run() before prepare()", art_.kernel));
     auto& d = driver();
     KB_CU(d.cuCtxSetCurrent(ctx_));
     batch = std::max(batch, 1);
@@ -178,6 +185,7 @@ class CudaExecutable : public Executable {
   }
 
   std::vector<float> result() override {
+    if (user_kernel_) throw Error(fmt::format("{}: a user kernel's outputs are compared on the device, not read back", art_.kernel));
     auto& d = driver();
     KB_CU(d.cuCtxSetCurrent(ctx_));
     KB_CU(d.cuStreamSynchronize(stream_));
@@ -189,12 +197,25 @@ class CudaExecutable : public Executable {
   // On the device (backends/cuda/device_digest.h); KBISECT_DIGEST=host computes it on the host from
   // result() instead, to compare the two.
   ResultDigest digest(const Shape& shape, const DigestRequest& req) override {
+    if (user_kernel_) throw Error(fmt::format("{}: a user kernel has no GEMM result to digest", art_.kernel));
     if (const char* e = getenv("KBISECT_DIGEST"); e && std::string(e) == "host") return Executable::digest(shape, req);
     if (!dC_ || shape.M != shape_.M || shape.N != shape_.N)
       throw Error(fmt::format("{}: digest of {} asked, prepared for {}", art_.kernel, shape.str(), shape_.str()));
     KB_CU(driver().cuCtxSetCurrent(ctx_));
     if (!digest_) digest_ = std::make_unique<DeviceDigest>(device_sm_, stream_);
     return digest_->compute(dC_, shape_, req, device_name_);
+  }
+
+  std::shared_ptr<const OutputSnapshot> snapshot_outputs() override {
+    if (!user_) throw Error(fmt::format("{}: outputs asked of a kernel that is not a prepared user kernel", art_.kernel));
+    KB_CU(driver().cuCtxSetCurrent(ctx_));
+    return user_->snapshot(dev_, stream_);
+  }
+
+  OutputCheck compare_outputs(const OutputSnapshot& reference, const ToleranceOf& tolerance) override {
+    if (!user_) throw Error(fmt::format("{}: outputs asked of a kernel that is not a prepared user kernel", art_.kernel));
+    KB_CU(driver().cuCtxSetCurrent(ctx_));
+    return user_->compare(reference, tolerance, device_sm_, stream_, device_name_);
   }
 
   std::string clock_name() const override { return "cuda-events"; }
@@ -271,6 +292,20 @@ class CudaExecutable : public Executable {
     }
   }
 
+  // A user's Triton kernel: its own tensors for the shape's label, filled with their initial bytes (the
+  // random gaps before them as for A, B and C), then the launch bound to them.
+  void prepare_user(const Shape& shape) {
+    auto& d = driver();
+    KB_CU(d.cuCtxSetCurrent(ctx_));
+    KB_CU(d.cuStreamSynchronize(stream_));
+    drop_graphs();
+    shape_ = shape;
+    user_.reset();
+    user_ = std::make_unique<UserTensors>(*user_kernel_, shape.label);
+    user_->upload([this](int i) { draw_gap(i); });
+    bind_triton();
+  }
+
   // The Triton launch for this shape: its grid, its scratch buffers (sized by the grid), its arguments.
   void bind_triton() {
     bound_ = triton_->plan(shape_, sms_);
@@ -280,7 +315,9 @@ class CudaExecutable : public Executable {
       dScratch_[i] = 0;
       if (bytes[i]) KB_CU(driver().cuMemAlloc(&dScratch_[i], bytes[i]));
     }
-    triton_->bind(bound_, shape_, sms_, &dA_, &dB_, &dC_, &dScratch_[0], &dScratch_[1]);
+    if (user_) triton_->bind(bound_, shape_, sms_, user_->pointers(), user_->args().reals, &dScratch_[0], &dScratch_[1],
+                             &user_->args().tensors);
+    else triton_->bind(bound_, shape_, sms_, &dA_, &dB_, &dC_, &dScratch_[0], &dScratch_[1]);
   }
 
   void launch() {
@@ -372,6 +409,8 @@ class CudaExecutable : public Executable {
   std::unique_ptr<DeviceDigest> digest_;
   std::unique_ptr<CublasGemm> cublas_;  // ArgStyle::Library only
   std::unique_ptr<TritonLaunch> triton_;  // ArgStyle::Triton only
+  const triton::UserKernel* user_kernel_ = nullptr;  // a user's Triton kernel: its own arguments
+  std::unique_ptr<UserTensors> user_;                // ... for the prepared shape
   TritonLaunch::Bound bound_;
   CUdeviceptr dScratch_[2] = {0, 0};     // Triton's global and profile scratch (0 when unused)
 };

@@ -2,7 +2,10 @@
 
 #include <cuda.h>
 
+#include <cstring>
 #include <filesystem>
+#include <optional>
+#include <regex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,7 +17,9 @@
 
 namespace kb::cuda {
 
-int ptx_entry_param_count(const std::string& ptx, const std::string& entry) {
+namespace {
+// The text between the parentheses of `entry`'s .entry; nullopt when there is no such entry.
+std::optional<std::string> entry_params(const std::string& ptx, const std::string& entry) {
   const std::string head = ".entry " + entry;
   size_t at = ptx.find(head);
   while (at != std::string::npos) {
@@ -22,11 +27,31 @@ int ptx_entry_param_count(const std::string& ptx, const std::string& entry) {
     if (after < ptx.size() && (ptx[after] == '(' || isspace((unsigned char)ptx[after]))) break;
     at = ptx.find(head, after);
   }
-  if (at == std::string::npos) return -1;
+  if (at == std::string::npos) return std::nullopt;
   const size_t open = ptx.find('(', at), close = ptx.find(')', at);
-  if (open == std::string::npos || close == std::string::npos || close < open) return 0;
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::string();
+  return ptx.substr(open + 1, close - open - 1);
+}
+}  // namespace
+
+std::vector<int> ptx_entry_param_bytes(const std::string& ptx, const std::string& entry) {
+  static const std::regex decl(R"(\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)\b[^,\[]*(?:\[(\d+)\])?)");
+  std::vector<int> out;
+  const auto text = entry_params(ptx, entry);
+  if (!text) return out;
+  for (auto it = std::sregex_iterator(text->begin(), text->end(), decl); it != std::sregex_iterator(); ++it) {
+    const int bits = std::stoi((*it)[2]);
+    const int count = (*it)[3].matched ? std::stoi((*it)[3]) : 1;
+    out.push_back(bits / 8 * count);
+  }
+  return out;
+}
+
+int ptx_entry_param_count(const std::string& ptx, const std::string& entry) {
+  const auto text = entry_params(ptx, entry);
+  if (!text) return -1;
   int n = 0;
-  for (size_t p = ptx.find(".param", open); p != std::string::npos && p < close; p = ptx.find(".param", p + 6)) ++n;
+  for (size_t p = text->find(".param"); p != std::string::npos; p = text->find(".param", p + 6)) ++n;
   return n;
 }
 
@@ -57,16 +82,33 @@ TritonLaunch TritonLaunch::read(const Artifact& art) {
     t.has_profile_scratch = j.at("profile_scratch");
     t.profile_scratch_size = j.value("profile_scratch_size", int64_t(0));
     t.profile_scratch_align = std::max<int64_t>(1, j.value("profile_scratch_align", int64_t(1)));
+    if (j.contains("tensordesc_meta") && j["tensordesc_meta"].is_array())
+      for (const auto& m : j["tensordesc_meta"]) {
+        if (m.is_null()) {
+          t.tensordesc_meta.emplace_back();
+          continue;
+        }
+        if (m.value("fp4_padded", false))
+          throw InputError(fmt::format("{}: a packed-fp4 tensor descriptor (fp4_padded) is not one kbisect can encode", path));
+        TmaMeta tm;
+        tm.swizzle = m.at("swizzle").get<int>();
+        tm.elem_size = m.at("elem_size").get<int>();
+        tm.elem_type = m.at("elem_type").get<int>();
+        tm.block = m.at("block_size").get<std::vector<int64_t>>();
+        t.tensordesc_meta.push_back(tm);
+      }
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: {}", path, e.what()));
   }
   if (const std::string ptx = dir + "/kernel.ptx"; file_exists(ptx)) {
-    t.ptx_params = ptx_entry_param_count(read_file(ptx), t.entry);
-    const int want = int(t.params.size()) + (t.has_global_scratch ? 1 : 0) + (t.has_profile_scratch ? 1 : 0);
+    const std::string text = read_file(ptx);
+    t.ptx_params = ptx_entry_param_count(text, t.entry);
+    t.ptx_param_bytes = ptx_entry_param_bytes(text, t.entry);
+    const int want = t.expanded_param_count() + (t.has_global_scratch ? 1 : 0) + (t.has_profile_scratch ? 1 : 0);
     if (t.ptx_params != want)
       throw InputError(fmt::format("{}: .entry {} takes {} parameters, but {} user arguments{}{} make {}: this Triton "
                                    "release's launch ABI is not the one kbisect knows",
-                                   ptx, t.entry, t.ptx_params, t.params.size(),
+                                   ptx, t.entry, t.ptx_params, t.expanded_param_count(),
                                    t.has_global_scratch ? " + global_scratch" : "",
                                    t.has_profile_scratch ? " + profile_scratch" : "", want));
   }
@@ -76,11 +118,39 @@ TritonLaunch TritonLaunch::read(const Artifact& art) {
 namespace {
 triton::Bindings bindings(const TritonLaunch& t, const Shape& s, int sms) {
   triton::Bindings b(t.constexprs.begin(), t.constexprs.end());
+  for (const auto& [k, v] : s.values) b.emplace(k, v);  // a user kernel's shape: its named values
   b["M"] = s.M, b["N"] = s.N, b["K"] = s.K, b["NUM_SMS"] = sms;
   return b;
 }
+int64_t scalar_bytes(const std::string& type) {
+  if (type == "i1" || type == "i8" || type == "u8") return 1;
+  if (type == "i16" || type == "u16") return 2;
+  if (type == "i32" || type == "u32" || type == "fp32") return 4;
+  if (type == "i64" || type == "u64" || type == "fp64") return 8;
+  return 0;
+}
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 }  // namespace
+
+namespace {
+size_t descriptor_rank(const std::string& type) { return triton::tensordesc_block(type).size(); }
+}  // namespace
+
+int TritonLaunch::expanded_param_count() const {
+  int n = 0;
+  size_t d = 0;
+  for (const auto& p : params) {
+    const size_t rank = descriptor_rank(p.type);
+    if (!rank) {
+      ++n;
+      continue;
+    }
+    const bool tma = d < tensordesc_meta.size() && tensordesc_meta[d].has_value();
+    ++d;
+    n += tma ? int(1 + 2 * rank) : int(2 + 4 * rank);  // see TmaMeta
+  }
+  return n;
+}
 
 TritonLaunch::Bound TritonLaunch::plan(const Shape& shape, int sms) const {
   Bound b;
@@ -100,31 +170,105 @@ TritonLaunch::Bound TritonLaunch::plan(const Shape& shape, int sms) const {
 
 void TritonLaunch::bind(Bound& b, const Shape& shape, int sms, DevicePtr* A, DevicePtr* B, DevicePtr* C,
                         DevicePtr* global_scratch, DevicePtr* profile_scratch) const {
+  bind(b, shape, sms, {{"A", A}, {"B", B}, {"C", C}}, {}, global_scratch, profile_scratch);
+}
+
+void TritonLaunch::bind(Bound& b, const Shape& shape, int sms, const std::map<std::string, DevicePtr*>& pointers,
+                        const std::map<std::string, double>& reals, DevicePtr* global_scratch,
+                        DevicePtr* profile_scratch, const std::map<std::string, triton::TensorArg>* tensors) const {
   static_assert(sizeof(DevicePtr) == sizeof(CUdeviceptr), "DevicePtr is CUdeviceptr");
+  static_assert(sizeof(Bound::TensorMap) == sizeof(CUtensorMap), "a TensorMap slot holds a CUtensorMap");
   const auto names = bindings(*this, shape, sms);
-  b.i32.clear();
-  b.i64.clear();
-  b.i32.reserve(params.size());
-  b.i64.reserve(params.size());
+  const size_t total = size_t(expanded_param_count());
+  b.scalars.assign(total, 0);  // never grows: the pointers into it stay valid
+  b.tensor_maps.assign(tensordesc_meta.size(), {});
   b.argv.clear();
+  // One kernel parameter: its width checked against the PTX's, then its address appended.
+  auto push = [&](void* at, int64_t bytes, const std::string& what) {
+    const size_t k = b.argv.size();
+    if (k < ptx_param_bytes.size() && ptx_param_bytes[k] != bytes && !(bytes < 4 && ptx_param_bytes[k] == 4))
+      throw InputError(fmt::format("{}: {} is {} bytes, the PTX parameter {} is {}: this Triton release's launch ABI "
+                                   "is not the one kbisect knows", entry, what, bytes, k, ptx_param_bytes[k]));
+    b.argv.push_back(at);
+  };
+  auto slot = [&](int64_t v) -> void* {
+    uint64_t& s = b.scalars[b.argv.size()];
+    std::memcpy(&s, &v, 8);  // little-endian: the low bytes hold the value at any width
+    return &s;
+  };
+  size_t desc = 0;
   for (const auto& p : params) {
-    if (!p.type.empty() && p.type[0] == '*') {
-      if (p.value == "A") b.argv.push_back(A);
-      else if (p.value == "B") b.argv.push_back(B);
-      else if (p.value == "C") b.argv.push_back(C);
-      else throw InputError(fmt::format("{}: pointer argument {} has no buffer '{}'", entry, p.name, p.value));
-    } else if (p.type == "i32") {
-      const int64_t v = triton::eval_int(p.value, names);
-      if (v < INT32_MIN || v > INT32_MAX) throw InputError(fmt::format("{}: {} = {} does not fit i32", entry, p.name, v));
-      b.i32.push_back(int32_t(v));
-      b.argv.push_back(&b.i32.back());
-    } else if (p.type == "i64") {
-      b.i64.push_back(triton::eval_int(p.value, names));
-      b.argv.push_back(&b.i64.back());
-    } else {
-      throw InputError(fmt::format("{}: argument {} has type {} (kbisect launches pointers, i32 and i64)", entry,
-                                   p.name, p.type));
+    const std::string key = p.value.empty() ? p.name : p.value;
+    const bool pointer = !p.type.empty() && p.type[0] == '*';
+    if (const auto block = triton::tensordesc_block(p.type); !block.empty()) {
+      const auto* t = tensors ? &tensors->at(p.name) : nullptr;
+      auto ptr = pointers.find(p.name);
+      if (!t || ptr == pointers.end())
+        throw InputError(fmt::format("{}: tensor descriptor {} has no tensor", entry, p.name));
+      const auto& meta = desc < tensordesc_meta.size() ? tensordesc_meta[desc] : std::nullopt;
+      const size_t rank = block.size();
+      if (meta) {
+        auto& d = driver();
+        if (!d.ok) throw EnvError(fmt::format("{}: encoding tensor descriptor {}: {}", entry, p.name, d.reason));
+        // As Triton's launcher: dimensions innermost first, strides in bytes, the block as the box.
+        cuuint64_t dims[5] = {}, strides[5] = {};
+        cuuint32_t box[5] = {}, elem_strides[5] = {1, 1, 1, 1, 1};
+        for (size_t i = 0; i < rank; ++i) {
+          dims[rank - 1 - i] = cuuint64_t(t->shape[i]);
+          box[rank - 1 - i] = cuuint32_t(meta->block.size() == rank ? meta->block[i] : block[i]);
+        }
+        for (size_t i = 0; i + 1 < rank; ++i) strides[rank - 2 - i] = cuuint64_t(t->strides[i] * meta->elem_size);
+        const int host_type = meta->elem_type == 8 ? 10 : meta->elem_type == 9 ? 8 : meta->elem_type == 10 ? 9 : meta->elem_type;
+        auto* map = reinterpret_cast<CUtensorMap*>(&b.tensor_maps[desc]);
+        KB_CU(d.cuTensorMapEncodeTiled(map, CUtensorMapDataType(host_type), cuuint32_t(rank),
+                                       reinterpret_cast<void*>(*ptr->second), dims, strides, box, elem_strides,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CUtensorMapSwizzle(meta->swizzle),
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                       t->padding_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                                                      : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+        push(map, 128, p.name + " (CUtensorMap)");
+      } else {
+        push(ptr->second, 8, p.name + " (base)");
+        for (size_t i = 0; i < rank; ++i) push(slot(t->shape[i]), 8, p.name + " shape");
+        for (size_t i = 0; i < rank; ++i) push(slot(t->strides[i]), 8, p.name + " stride");
+        push(slot(t->padding_nan ? 1 : 0), 1, p.name + " padding");
+      }
+      for (size_t i = 0; i < rank; ++i) push(slot(t->shape[i]), 4, p.name + " shape");
+      for (size_t i = 0; i < rank; ++i) push(slot(t->strides[i]), 8, p.name + " stride");
+      ++desc;
+      continue;
     }
+    const int64_t want = pointer ? 8 : scalar_bytes(p.type);
+    if (want == 0)
+      throw InputError(fmt::format("{}: argument {} has type {} (kbisect launches pointers, integers, fp32, fp64 and "
+                                   "tensor descriptors)", entry, p.name, p.type));
+    const std::string what = fmt::format("argument {} ({})", p.name, p.type);
+    if (pointer) {
+      auto it = pointers.find(key);
+      if (it == pointers.end()) throw InputError(fmt::format("{}: pointer argument {} has no buffer '{}'", entry, p.name, key));
+      push(it->second, 8, what);
+      continue;
+    }
+    if (p.type == "fp32" || p.type == "fp64") {
+      auto it = reals.find(p.name);
+      if (it == reals.end()) throw InputError(fmt::format("{}: scalar argument {} ({}) has no value", entry, p.name, p.type));
+      uint64_t& s = b.scalars[b.argv.size()];
+      if (p.type == "fp32") {
+        const float f = float(it->second);
+        std::memcpy(&s, &f, 4);
+      } else {
+        std::memcpy(&s, &it->second, 8);
+      }
+      push(&s, want, what);
+      continue;
+    }
+    const int64_t v = triton::eval_int(key, names);
+    const int bits = int(8 * want);
+    const bool is_unsigned = p.type[0] == 'u' || p.type == "i1";
+    const int64_t lo = is_unsigned ? 0 : (bits == 64 ? INT64_MIN : -(int64_t(1) << (bits - 1)));
+    const int64_t hi = bits == 64 ? INT64_MAX : (int64_t(1) << (bits - (is_unsigned ? 0 : 1))) - 1;
+    if (v < lo || v > hi) throw InputError(fmt::format("{}: {} = {} does not fit {}", entry, p.name, v, p.type));
+    push(slot(v), want, what);
   }
   if (has_global_scratch) b.argv.push_back(global_scratch);
   if (has_profile_scratch) b.argv.push_back(profile_scratch);

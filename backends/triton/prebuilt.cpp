@@ -74,9 +74,22 @@ std::vector<std::string> write_prebuilt_records(const std::string& dir, const st
         json{{"cache_key", nb.cache_key}, {"case", nb.case_id}, {"status", nb.status}, {"reason", nb.reason}});
   }
   std::vector<std::string> written;
-  for (const auto& [rel, r] : by_release) {
+  for (auto& [rel, r] : by_release) {
     const std::string d = fmt::format("{}/triton/triton-{}", dir, rel);
     make_dirs(d);
+    // A second prebuild into the same directory adds to the record: toolchains by name, cases by key.
+    if (file_exists(d + "/" + kPrebuiltRecord)) {
+      const json old = read_record(d + "/" + kPrebuiltRecord);
+      auto keep = [](json& into, const json& from, const char* field, const char* id) {
+        for (const auto& e : from[field]) {
+          bool have = false;
+          for (const auto& n : into[field]) have |= n.value(id, "") == e.value(id, "");
+          if (!have) into[field].push_back(e);
+        }
+      };
+      keep(r, old, "toolchains", "name");
+      keep(r, old, "not_built", "cache_key");
+    }
     write_file_atomic(d + "/" + kPrebuiltRecord, r.dump(1) + "\n");
     written.push_back(d + "/" + kPrebuiltRecord);
   }

@@ -164,6 +164,13 @@ json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::s
     if (!u.below.empty()) r["below"] = u.below;
     unsupported.push_back(r);
   }
+  for (const auto& a : spec.args)
+    if (a.type.rfind("tensordesc<", 0) == 0) {  // Triton 3.3 and older know no tensordesc signature type
+      unsupported.push_back({{"backend", target.backend}, {"below", "3.4"},
+                             {"reason", fmt::format("{} is a host tensor descriptor ({}): those need Triton 3.4 or later",
+                                                    a.name, a.type)}});
+      break;
+    }
   json tj = {{"backend", target.backend}, {"warp_size", target.warp_size}};
   if (target.backend == "cuda") tj["arch"] = std::stoi(target.arch);
   else tj["arch"] = target.arch;
@@ -253,7 +260,10 @@ Compiled compile(const CompileRequest& req) {
                  {"global_scratch_align", md.value("global_scratch_align", int64_t(1))},
                  {"profile_scratch", version_at_least(c.version, "3.5") != 0},
                  {"profile_scratch_size", md.value("profile_scratch_size", int64_t(0))},
-                 {"profile_scratch_align", md.value("profile_scratch_align", int64_t(1))}};
+                 {"profile_scratch_align", md.value("profile_scratch_align", int64_t(1))},
+                 // per host tensor descriptor argument: how the kernel was lowered (null: not to TMA)
+                 {"tensordesc_meta", md.contains("tensordesc_meta") && md["tensordesc_meta"].is_array()
+                                         ? md["tensordesc_meta"] : json::array()}};
   write_file_atomic(req.out_dir + "/launch.json", launch.dump(1));
   return c;
 }

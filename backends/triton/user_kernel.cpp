@@ -31,9 +31,10 @@ bool valid_name(const std::string& s) {
 // The dtype kbisect files a kernel under: its first pointer's element type where kbisect has it.
 DType file_dtype(const TritonSpec& s) {
   for (const auto& a : s.args) {
-    if (a.type == "*fp16") return DType::f16;
-    if (a.type == "*bf16") return DType::bf16;
-    if (a.type == "*fp32") return DType::f32;
+    const std::string t = tensor_element_type(a.type);
+    if (t == "fp16") return DType::f16;
+    if (t == "bf16") return DType::bf16;
+    if (t == "fp32") return DType::f32;
   }
   return DType::f32;
 }
@@ -51,17 +52,22 @@ void parse_signature(const YamlCtx& cx, const YAML::Node& sig, UserKernel& k) {
     if (!valid_name(arg.name)) cx.fail(a["name"], fmt::format("signature.name '{}' is not a Python identifier", arg.name));
     if (!seen.insert(arg.name).second) cx.fail(a["name"], fmt::format("signature.name '{}' appears twice", arg.name));
     const bool pointer = arg.type.size() > 1 && arg.type[0] == '*' && kScalarTypes.count(arg.type.substr(1));
-    if (arg.type != "constexpr" && !pointer && !kScalarTypes.count(arg.type))
+    const bool desc = !tensordesc_block(arg.type).empty();  // a host tensor descriptor: tensordesc<fp16[64, 64]>
+    if (arg.type.rfind("tensordesc", 0) == 0 && !desc)
+      cx.fail(a["type"], fmt::format("signature.type '{}' of '{}': a tensor descriptor is tensordesc<TYPE[B0, B1, ...]> "
+                                     "with 1 to 5 block sizes, e.g. tensordesc<fp16[64, 64]>", arg.type, arg.name));
+    if (arg.type != "constexpr" && !pointer && !desc && !kScalarTypes.count(arg.type))
       cx.fail(a["type"], fmt::format("signature.type '{}' of '{}' is not a Triton type (*fp16, *bf16, *fp32, *i32, i32, "
-                                     "i64, fp32, constexpr, ...)", arg.type, arg.name));
-    if (a["output"] && a["output"].as<std::string>() == "true" && !pointer)
-      cx.fail(a["output"], fmt::format("signature entry '{}': only a pointer can be an output", arg.name));
+                                     "i64, fp32, tensordesc<fp16[64, 64]>, constexpr, ...)", arg.type, arg.name));
+    if (a["output"] && a["output"].as<std::string>() == "true" && !pointer && !desc)
+      cx.fail(a["output"], fmt::format("signature entry '{}': only a pointer or a tensor descriptor can be an output", arg.name));
     arg.value = arg.type == "constexpr" ? arg.name : "";
+    arg.output = a["output"] && a["output"].as<std::string>() == "true";
     k.spec.args.push_back(arg);
   }
 }
 
-Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, size_t i) {
+Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, size_t i, LaunchArgs& la) {
   if (!n.IsMap()) cx.fail(n, "each shape must be a mapping {name, values, args}");
   check_yaml_keys(cx, n, "shape", {"name", "values", "args"});
   Shape s;
@@ -83,10 +89,11 @@ Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, s
     if (a.type == "constexpr") continue;
     if (!args || !args[a.name]) cx.fail(args ? args : n, fmt::format("shape {}: argument '{}' has no value in 'args'", i, a.name));
     const YAML::Node v = args[a.name];
-    if (a.type[0] == '*') {
+    if (!tensor_element_type(a.type).empty()) {
       if (!v.IsMap() || !v["shape"] || !v["shape"].IsSequence())
         cx.fail(v, fmt::format("args.{}: a tensor needs {{shape: [...], dtype: ...}}", a.name));
-      check_yaml_keys(cx, v, "args." + a.name, {"shape", "dtype", "strides", "init"});
+      check_yaml_keys(cx, v, "args." + a.name, {"shape", "dtype", "strides", "init", "padding"});
+      la.tensors[a.name] = parse_tensor_arg(cx, v, a.name, a.type, a.output);
     } else if (!v.IsScalar()) {
       cx.fail(v, fmt::format("args.{}: a scalar argument needs a value", a.name));
     } else if (a.type[0] == 'i' || a.type[0] == 'u') {
@@ -96,6 +103,9 @@ Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, s
       } catch (const std::exception&) {
         cx.fail(v, fmt::format("args.{} = '{}' is not an integer", a.name, t));
       }
+      la.ints[a.name] = s.values.at(a.name);
+    } else if (a.type == "fp32" || a.type == "fp64") {
+      la.reals[a.name] = yaml_number(cx, v, "args." + a.name);
     }
   }
   for (auto it = args ? args.begin() : YAML::const_iterator(); args && it != args.end(); ++it) {
@@ -117,7 +127,8 @@ UserKernel parse(const std::string& path, const YAML::Node& root) {
   const YAML::Node t = root["triton_kernel"];
   if (!t.IsMap()) cx.fail(t, "'triton_kernel' must be a mapping");
   check_yaml_keys(cx, t, "triton_kernel", {"name", "source", "function", "signature", "constexprs", "num_warps",
-                                           "num_stages", "divisible", "grid", "space", "flops", "bytes", "description"});
+                                           "num_stages", "divisible", "grid", "space", "flops", "bytes", "description",
+                                           "tolerance"});
   for (const char* f : {"name", "source", "function", "signature", "grid"})
     if (!t[f]) cx.fail(t, fmt::format("triton_kernel is missing field '{}'", f));
   UserKernel k;
@@ -151,6 +162,18 @@ UserKernel parse(const std::string& path, const YAML::Node& root) {
     divisible.erase(a.name);
   }
   if (!divisible.empty()) cx.fail(t["divisible"], fmt::format("divisible: '{}' is not an argument", *divisible.begin()));
+  if (t["tolerance"]) k.tolerance = parse_tolerance(cx, t["tolerance"]);
+  for (const char* f : {"flops", "bytes"}) {
+    if (!t[f]) continue;
+    const std::string e = yaml_scalar(cx, t[f], f);
+    try {
+      eval_int(e, {});
+    } catch (const InputError& err) {
+      if (std::string(err.what()).find("unknown name") == std::string::npos)
+        cx.fail(t[f], fmt::format("triton_kernel.{}: {}", f, err.what()));
+    }
+    (std::string(f) == "flops" ? k.flops : k.bytes) = e;
+  }
   return k;
 }
 
@@ -229,8 +252,10 @@ UserKernel parse_user_kernel(const std::string& path) {
     if (!shapes.IsSequence()) cx.fail(shapes, "'shapes' must be a list");
     std::set<std::string> names;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      Shape s = parse_shape(cx, shapes[i], k, i);
+      LaunchArgs la;
+      Shape s = parse_shape(cx, shapes[i], k, i, la);
       if (!names.insert(s.label).second) cx.fail(shapes[i], fmt::format("shape name '{}' appears twice", s.label));
+      k.launches[s.label] = std::move(la);
       k.shapes.push_back(std::move(s));
     }
   }
@@ -262,6 +287,20 @@ std::vector<const KernelDecl*> user_kernel_decls(const std::string& backend) {
   for (const auto& d : r.decls)
     if (d.backend == backend) out.push_back(&d);
   return out;
+}
+
+double user_kernel_work(const UserKernel& k, const std::string& expr, const Shape& shape, const Params& params) {
+  if (expr.empty()) return 0;
+  Bindings names(shape.values.begin(), shape.values.end());
+  for (const auto& a : k.spec.args)
+    if (a.type == "constexpr" && params.has(a.name)) names[a.name] = params.get_int(a.name);
+  for (const char* p : {"NUM_WARPS", "NUM_STAGES"})
+    if (params.has(p)) names[p] = params.get_int(p);
+  try {
+    return double(eval_int(expr, names));
+  } catch (const InputError&) {
+    return 0;
+  }
 }
 
 const UserKernel* find_user_kernel(const std::string& name) {
