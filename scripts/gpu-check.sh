@@ -637,18 +637,27 @@ for name in ("correctness.json", "timed-cold.json", "timed-hot.json"):
 # The Triton kernels: from the bundle's builds only (a case compiled here would mean this machine had a
 # Triton after all, or the builds did not match the tree); on a GPU, correct and timed; their table goes to
 # the log and a compact record of every case into summary.json (a lease returns 8 files).
+def load_run(path, what):  # a run's cases, or None once its missing results are noted as a failure
+    try:
+        with open(path) as f: return json.load(f).get("cases", [])
+    except Exception as e:
+        checks.append((what, "failed", f"no results ({e})"))
+        return None
+def compiled_here(cases):  # built, but not from the bundle's prebuilt builds
+    return [c for c in cases if (c.get("static") or {}).get("code_bytes") and not (c.get("static") or {}).get("cache_hit")]
+def case_record(c, name, **more):  # what summary.json keeps of a case
+    st = c.get("static") or {}
+    return {"case": name, "status": c.get("status"), "reason": str(c.get("reason", ""))[:300],
+            "median_s": (c.get("summary") or {}).get("median_s"), "cache_hit": st.get("cache_hit"), **more,
+            **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}}
 ref, rows = {}, []  # cuBLAS TFLOP/s by (mode, shape); the table's rows
 triton_rows, triton_record = [], []
 if triton_json:
-    try:
-        with open(triton_json) as f: tcases = json.load(f).get("cases", [])
-    except Exception as e:
-        tcases = None
-        checks.append(("Triton kernels", "failed", f"no results ({e})"))
+    tcases = load_run(triton_json, "Triton kernels")
     if tcases is not None:
         tri = [c for c in tcases if str(c.get("kernel", "")).startswith("triton_")]
         built = [c for c in tri if (c.get("static") or {}).get("code_bytes")]
-        fresh = [c for c in built if not (c.get("static") or {}).get("cache_hit")]
+        fresh = compiled_here(built)
         bad = [c for c in tcases if c.get("status") in ("failed", "incorrect")]
         for c in bad + fresh:
             print(f"FAIL triton: {cid(c)}: {c.get('status')}{' (compiled here, not prebuilt)' if c in fresh else ''}: "
@@ -671,34 +680,22 @@ if triton_json:
             mode = f"t-{c.get('dtype')}"  # the Triton sweep is cold, per dtype
             if c.get("kernel") == "cublas" and c.get("status") == "ok": ref[(mode, key)] = tf
             triton_rows.append((mode, c, key, tf))
-            st = c.get("static") or {}
-            triton_record.append({"case": cid(c), "status": c.get("status"), "reason": str(c.get("reason", ""))[:200],
-                                  "median_s": med, "tflops": tf, "cache_hit": st.get("cache_hit"),
-                                  **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}})
+            triton_record.append(case_record(c, cid(c), tflops=tf))
 # Users' kernels: from the bundle's builds only; on a GPU every case correct against the baseline but the
 # mutant toolchain's, which must be incorrect; without one, the mutant's code must differ from the baseline's.
 user_record, user_ab = [], None
 if user_json:
-    try:
-        with open(user_json) as f: ucases = json.load(f).get("cases", [])
-    except Exception as e:
-        ucases = None
-        checks.append(("users' kernels", "failed", f"no results ({e})"))
+    ucases = load_run(user_json, "users' kernels")
     if ucases is not None:
-        fresh = [c for c in ucases if (c.get("static") or {}).get("code_bytes") and not (c.get("static") or {}).get("cache_hit")]
+        fresh = compiled_here(ucases)
         mut = [c for c in ucases if tc_name(c) == mutant_tc]
         base = [c for c in ucases if c.get("kernel") == "user_softmax_mutant" and tc_name(c) != mutant_tc]
         rest = [c for c in ucases if c not in mut]
         for c in ucases:
-            st = c.get("static") or {}
-            corr = c.get("correctness") or {}
-            user_record.append({"case": f"{c.get('kernel')}/{(c.get('shape') or {}).get('label')}/{tc_name(c)}",
-                                "status": c.get("status"), "reason": str(c.get("reason", ""))[:300],
-                                "check": corr.get("method"), "max_abs_error": corr.get("max_error"),
-                                "median_s": (c.get("summary") or {}).get("median_s"),
-                                "tflops": (c.get("summary") or {}).get("tflops"), "gbps": (c.get("summary") or {}).get("gbps"),
-                                "cache_hit": st.get("cache_hit"),
-                                **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}})
+            corr, summ = c.get("correctness") or {}, c.get("summary") or {}
+            user_record.append(case_record(c, f"{c.get('kernel')}/{(c.get('shape') or {}).get('label')}/{tc_name(c)}",
+                                           check=corr.get("method"), max_abs_error=corr.get("max_error"),
+                                           tflops=summ.get("tflops"), gbps=summ.get("gbps")))
         if fresh or not mut or not base:
             checks.append(("users' kernels", "failed", f"{len(fresh)} compiled here (not prebuilt), {len(mut)} mutant cases, "
                            f"{len(base)} baseline cases of the mutant kernel"))

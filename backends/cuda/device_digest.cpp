@@ -1,8 +1,5 @@
 #include "backends/cuda/device_digest.h"
 
-#include <map>
-#include <mutex>
-
 #include <fmt/format.h>
 
 #include "backends/cuda/cuda_driver.h"
@@ -108,15 +105,7 @@ const std::string& digest_source() {
   return s;
 }
 
-const std::string& digest_cubin(int sm) {
-  static std::mutex mu;
-  static std::map<int, std::string> cubins;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cubins.find(sm); it != cubins.end()) return it->second;
-  NvrtcResult r = nvrtc_cubin(kSource, "kb_digest.cu", {fmt::format("-arch=sm_{}", sm), "-std=c++17"});
-  if (r.cubin.empty()) throw Error(fmt::format("digest kernels do not compile for sm_{}: {} {}", sm, r.error, r.log));
-  return cubins[sm] = std::move(r.cubin);
-}
+const std::string& digest_cubin(int sm) { return helper_cubin(kSource, "kb_digest.cu", sm, "digest kernels"); }
 
 DeviceDigest::DeviceDigest(int sm, CUstream stream) : stream_(stream) {
   auto& d = driver();

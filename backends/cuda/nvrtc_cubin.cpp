@@ -2,7 +2,12 @@
 
 #include <nvrtc.h>
 
+#include <map>
+#include <mutex>
+
 #include <fmt/format.h>
+
+#include "core/error.h"
 
 namespace kb::cuda {
 
@@ -44,6 +49,16 @@ NvrtcResult nvrtc_cubin(const std::string& text, const std::string& name, const 
   }
   out.cubin = std::move(image);
   return out;
+}
+
+const std::string& helper_cubin(const std::string& text, const std::string& name, int sm, const std::string& what) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, int>, std::string> cubins;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cubins.find({name, sm}); it != cubins.end()) return it->second;
+  NvrtcResult r = nvrtc_cubin(text, name, {fmt::format("-arch=sm_{}", sm), "-std=c++17"});
+  if (r.cubin.empty()) throw Error(fmt::format("{} do not compile for sm_{}: {} {}", what, sm, r.error, r.log));
+  return cubins[{name, sm}] = std::move(r.cubin);
 }
 
 }  // namespace kb::cuda

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 
 #include <fmt/format.h>
 
@@ -113,13 +112,7 @@ const std::string& compare_source() {
 }
 
 const std::string& compare_cubin(int sm) {
-  static std::mutex mu;
-  static std::map<int, std::string> cubins;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cubins.find(sm); it != cubins.end()) return it->second;
-  NvrtcResult r = nvrtc_cubin(kSource, "kb_compare.cu", {fmt::format("-arch=sm_{}", sm), "-std=c++17"});
-  if (r.cubin.empty()) throw Error(fmt::format("output comparison kernel does not compile for sm_{}: {} {}", sm, r.error, r.log));
-  return cubins[sm] = std::move(r.cubin);
+  return helper_cubin(kSource, "kb_compare.cu", sm, "the output comparison kernels");
 }
 
 UserTensors::UserTensors(const triton::UserKernel& kernel, const std::string& label) : kernel_(kernel.name), label_(label) {

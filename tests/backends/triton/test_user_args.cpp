@@ -170,6 +170,31 @@ TEST(UserArgs, ToleranceByReleaseAndFile) {
 }
 
 #if KBISECT_WITH_CUDA
+// A user kernel compiled on the cuda backend by the preset Triton toolchain `toolchain` into `dir`, with its
+// file's parameters; nullopt when that toolchain is not installed. Throws what the compile throws.
+std::optional<Artifact> compile_user(const triton::UserKernel& k, const std::string& toolchain, DType dtype,
+                                     const std::string& dir) {
+  Backend& cuda = *find_backend("cuda");
+  Toolchain tc;
+  for (auto& t : cuda.presets())
+    if (t.name == toolchain) tc = t;
+  if (tc.name.empty()) return std::nullopt;
+  resolve_identity(tc);
+  const KernelDecl* decl = nullptr;
+  for (const KernelDecl* d : triton::user_kernel_decls("cuda"))
+    if (d->name == k.name) decl = d;
+  if (!decl) throw Error(k.name + " is not registered");
+  CompileRequest req;
+  req.kernel = decl;
+  req.params = decl->complete({});
+  req.dtype = dtype;
+  req.toolchain = &tc;
+  req.kernel_dir = kernel_dir();
+  req.out_dir = dir;
+  make_dirs(dir);
+  return cuda.compile(req);
+}
+
 // The launch of a real Triton 3.5.1 build of the user's attention: every argument in the PTX's order and
 // width, pointers at the tensors' device pointers, the fp32 scale as its float bits, the hidden scratch
 // pointers last; a width the PTX disagrees with is refused.
@@ -177,26 +202,10 @@ TEST(UserArgs, LaunchOfARealBuildBindsEveryArgumentAtItsWidth) {
   const std::string py = triton::triton_env_root() + "/triton-3.5.1/bin/python";
   if (!file_exists(py)) GTEST_SKIP() << py << " missing: run scripts/install-deps";
   const triton::UserKernel& k = triton::load_user_kernel(kData + "/attention.yaml");
-  Backend& cuda = *find_backend("cuda");
-  Toolchain tc;
-  for (auto& t : cuda.presets())
-    if (t.name == "triton-3.5.1-sm90a") tc = t;
-  ASSERT_EQ(tc.name, "triton-3.5.1-sm90a");
-  resolve_identity(tc);
-  const KernelDecl* decl = nullptr;
-  for (const KernelDecl* d : triton::user_kernel_decls("cuda"))
-    if (d->name == k.name) decl = d;
-  ASSERT_TRUE(decl);
   kbtest::TestDir tmp("kb-user-launch");
-  CompileRequest req;
-  req.kernel = decl;
-  req.params = decl->complete({});
-  req.dtype = DType::bf16;
-  req.toolchain = &tc;
-  req.kernel_dir = kernel_dir();
-  req.out_dir = tmp.path;
-  const Artifact art = cuda.compile(req);
-  const cuda::TritonLaunch t = cuda::TritonLaunch::read(art);
+  const auto art = compile_user(k, "triton-3.5.1-sm90a", DType::bf16, tmp.path + "/b");
+  ASSERT_TRUE(art);
+  const cuda::TritonLaunch t = cuda::TritonLaunch::read(*art);
   ASSERT_EQ(t.ptx_param_bytes.size(), size_t(t.ptx_params));
   EXPECT_EQ(t.ptx_param_bytes[0], 8);
   EXPECT_EQ(t.ptx_param_bytes[5], 4);  // scale: .f32
@@ -243,27 +252,9 @@ TEST(UserArgs, HostTensorDescriptorsExpandAsTheRealPtxSays) {
   EXPECT_EQ(in.strides, (std::vector<int64_t>{1024, 1}));
   EXPECT_EQ(triton::tensordesc_block("tensordesc<fp16[64, 64]>"), (std::vector<int64_t>{64, 64}));
   EXPECT_TRUE(triton::tensordesc_block("tensordesc<fp16[64, x]>").empty());
-  Backend& cuda = *find_backend("cuda");
-  const KernelDecl* decl = nullptr;
-  for (const KernelDecl* d : triton::user_kernel_decls("cuda"))
-    if (d->name == k.name) decl = d;
-  ASSERT_TRUE(decl);
   kbtest::TestDir tmp("kb-user-tma");
-  auto build = [&](const std::string& name, const std::string& dir) -> std::optional<Artifact> {
-    Toolchain tc;
-    for (auto& t : cuda.presets())
-      if (t.name == name) tc = t;
-    if (tc.name.empty()) return std::nullopt;
-    resolve_identity(tc);
-    CompileRequest req;
-    req.kernel = decl;
-    req.params = decl->complete({});
-    req.dtype = DType::f16;
-    req.toolchain = &tc;
-    req.kernel_dir = kernel_dir();
-    req.out_dir = tmp.path + "/" + dir;
-    make_dirs(req.out_dir);
-    return cuda.compile(req);
+  auto build = [&](const std::string& name, const std::string& dir) {
+    return compile_user(k, name, DType::f16, tmp.path + "/" + dir);
   };
   const auto hopper = build("triton-3.5.1-sm90a", "sm90a");
   ASSERT_TRUE(hopper);
