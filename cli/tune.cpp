@@ -11,6 +11,7 @@
 #include "cli/terminal_log.h"
 #include "core/error.h"
 #include "core/fsutil.h"
+#include "backends/triton/user_kernel.h"
 #include "harness/tuned_table.h"
 #include "tune/report.h"
 #include "tune/tuner.h"
@@ -46,7 +47,28 @@ int run(const Args& a) {
   o.kernel = a.kernel;
   o.toolchain = a.toolchain;
   o.dtype = parse_dtype(a.dtype);
-  for (const auto& s : a.shapes) o.shapes.push_back(parse_shape_text(s, "--shape"));
+  const triton::UserKernel* user = nullptr;
+  auto ends = [&](const std::string& tail) {
+    return a.kernel.size() > tail.size() && a.kernel.compare(a.kernel.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends(".yaml") || ends(".yml")) {  // a user's kernel file: its shapes by name
+    user = &triton::load_user_kernel(a.kernel);
+    o.kernel = user->name;
+  }
+  for (const auto& s : a.shapes) {
+    if (!user) {
+      o.shapes.push_back(parse_shape_text(s, "--shape"));
+      continue;
+    }
+    std::string names;
+    for (const auto& us : user->shapes) {
+      if (us.label == s) o.shapes.push_back(us);
+      names += (names.empty() ? "" : ", ") + us.label;
+    }
+    if (o.shapes.empty() || o.shapes.back().label != s)
+      throw InputError(fmt::format("--shape '{}': {} has no such shape (it has: {})", s, a.kernel,
+                                   names.empty() ? "none" : names));
+  }
   for (const auto& s : a.space) o.space.push_back(parse_space(s));
   o.budget_s = a.budget_s;
   o.alpha = a.alpha;
@@ -72,9 +94,10 @@ Registrar reg("tune",
               "the winner against the built-in default, and record it in a tuned-config table",
               [](CLI::App* app) {
                 auto a = std::make_shared<Args>();
-                app->add_option("KERNEL", a->kernel, "kernel name (see kbisect list)")->required();
+                app->add_option("KERNEL", a->kernel, "kernel name (see kbisect list), or a user's triton_kernel YAML file")
+                    ->required();
                 app->add_option("--toolchain", a->toolchain, "toolchain name or YAML file")->required();
-                app->add_option("--shape", a->shapes, "MxNxK (repeatable)")->required();
+                app->add_option("--shape", a->shapes, "MxNxK, or a user kernel file's shape name (repeatable)")->required();
                 app->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
                 app->add_option("--budget-s", a->budget_s, "measuring time per shape in seconds")->capture_default_str();
                 app->add_option("--space", a->space, "NAME=V1,V2,... replaces the declared values (repeatable)");

@@ -137,5 +137,30 @@ budgets: {{max_builds: 6}}
   EXPECT_EQ(run.outcome.samples, 0);
 }
 
+// `kbisect tune` over a user kernel's declared space (its file's `space`), named by its file and a shape of
+// it: here the points compile and rank on static metrics (no GPU), and the winner goes into the table.
+TEST(UserKernel, TuneTakesTheKernelFileAndItsShapeNames) {
+  if (!file_exists(triton::triton_env_root() + "/triton-3.5.1/bin/python"))
+    GTEST_SKIP() << "Triton 3.5.1 is not installed: run scripts/install-deps";
+  kbtest::TestDir tmp("kb-user-tune");
+  RunOptions o;
+  o.timeout_s = 600;
+  RunResult r = run_process({KBISECT_BINARY_DIR "/kbisect", "tune", kData + "/softmax.yaml", "--toolchain",
+                             "triton-3.5.1-sm90a", "--shape", "1024x768", "--dtype", "f16", "--budget-s", "5", "-o",
+                             tmp.path + "/table.json"}, o);
+  ASSERT_TRUE(r.ok()) << r.status_text() << r.out << r.err;
+  EXPECT_NE(r.out.find("cuda/user_softmax f16 1024x768 on triton-3.5.1-sm90a"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("static rank 4 of 4"), std::string::npos) << r.out;  // BLOCK x NUM_WARPS: 2 x 2 points
+  const json t = json::parse(read_file(tmp.path + "/table.json"));
+  ASSERT_EQ(t["entries"].size(), 1u);
+  EXPECT_EQ(t["entries"][0]["kernel"], "user_softmax");
+  EXPECT_EQ(t["entries"][0]["shape"], "1024x768");
+  r = run_process({KBISECT_BINARY_DIR "/kbisect", "tune", kData + "/softmax.yaml", "--toolchain", "triton-3.5.1-sm90a",
+                   "--shape", "2x2", "--dtype", "f16"}, o);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--shape '2x2': " + kData + "/softmax.yaml has no such shape (it has: 4096x1000, 1024x768)"),
+            std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace kb
