@@ -19,7 +19,10 @@
 # incorrect), the device digest and the GPU tests of test_backends_cuda; (d) a short timed sweep (bf16
 # 4096^3, 8192^3 and three LLaMA shapes), cold and hot, with cuBLAS (cublasGemmEx in the same process,
 # as the anchor) in it when the kbisect in the bundle has the `cublas` kernel, else through
-# backends/cuda/tools/cublas_ref.cu built here with nvcc; (f) `kbisect ab` of nvcc against NVRTC on one
+# backends/cuda/tools/cublas_ref.cu built here with nvcc; (h) the Triton kernels from the bundle's prebuilt
+# cubins, correct and timed next to cuBLAS; (i) users' Triton kernels checked against their baseline
+# toolchain's outputs, a mutant toolchain that must be called incorrect, and a timed ab of the attention
+# kernel; (f) `kbisect ab` of nvcc against NVRTC on one
 # kernel, and of NVRTC against itself (A/A); (g) `kbisect tune` of the sm90 (sm80) kernel at bf16 4096^3,
 # raced on the device (its table goes to the log).
 # At most 8 files come back from a lease, so DIR receives exactly: gpu-check.log, env.txt, summary.json,
@@ -51,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --pack) mode=pack; pack_dir=$2; shift 2 ;;
     --rehearse) mode=rehearse; shift ;;
     --build) build_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
