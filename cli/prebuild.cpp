@@ -34,8 +34,9 @@ struct Opts {
   int jobs = 0;
 };
 
-// The files of a cache entry a run on another machine reads; the IR dumps stay here.
-const char* const kRunFiles[] = {"artifact.json", "kernel.json", "launch.json", "kernel.ptx"};
+// The files of a cache entry a run on another machine reads besides the binary and artifact.json (written
+// with the binary's new place); the IR dumps stay here.
+const char* const kRunFiles[] = {"kernel.json", "launch.json", "kernel.ptx"};
 
 int64_t copy_entry(const Artifact& a, const std::string& src_dir, const std::string& dst_root) {
   const std::string dst = fmt::format("{}/compile/{}/{}", dst_root, a.cache_key.substr(0, 2), a.cache_key);

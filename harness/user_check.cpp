@@ -1,7 +1,5 @@
 #include "harness/user_check.h"
 
-#include <sstream>
-
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -24,13 +22,6 @@ void OutputReferences::put(const std::string& key, Ref ref) {
     total -= items_.front().second.outputs ? items_.front().second.outputs->bytes() : 0;
     items_.pop_front();
   }
-}
-
-std::string triton_release(const Toolchain& tc) {
-  std::istringstream in(tc.version_text);
-  std::string word, release;
-  in >> word >> release;
-  return word == "triton" ? release : "";
 }
 
 std::string user_reference_key(const KernelDecl& k, const Params& p, DType d, const Shape& s) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backends/backend.h"
+#include "backends/triton/triton_compile.h"
 #include "backends/triton/user_kernel.h"
 #include "harness/check.h"
 
@@ -38,8 +39,8 @@ class OutputReferences {
   std::list<std::pair<std::string, Ref>> items_;  // oldest first
 };
 
-// The Triton release of a toolchain ("3.5.1" from "triton 3.5.1 git abc (...)"); "" when it is not a Triton.
-std::string triton_release(const Toolchain& tc);
+// The Triton release of a toolchain (backends/triton/triton_compile.h).
+using triton::triton_release;
 
 // The reference a case of a user kernel is held to: kernel, dtype, shape and the parameters outside the
 // kernel's tunable space.

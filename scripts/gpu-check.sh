@@ -161,6 +161,9 @@ triton_yaml() {  # triton_yaml TOOLCHAINS [cublas]: correctness on small shapes,
 # a kernel that takes a host tensor descriptor (tma.py), whose CUtensorMap kbisect encodes at launch.
 user_data="$here/tests/data/user-kernels"
 mutant_tc=triton-3.5.1-sm90a-mutant
+newest_first() {  # "triton-3.2.0-sm90a, triton-3.5.1-sm90a" -> "triton-3.5.1-sm90a, triton-3.2.0-sm90a" (the baseline first)
+  tr ',' '\n' <<< "$1" | tr -d ' ' | sort -r | paste -sd, | sed 's/,/, /g'
+}
 user_yaml() {  # user_yaml TOOLCHAINS MUTANT_TOOLCHAIN (a name, or a file where Triton is)
   echo "name: gpu-user-kernels"
   echo "user_kernels: [$user_data/softmax.yaml, $user_data/attention.yaml, $user_data/mutant.yaml, $user_data/tma.yaml]"
@@ -213,7 +216,7 @@ pack() {
     grep '^prebuilt ' "$tmp/prebuild.txt"
     # The users' kernels with the same releases, 3.5.1 first (the baseline), and the mutant toolchain.
     local root="${KBISECT_TRITON_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kbisect/triton}" utcs
-    utcs=$(tr ',' '\n' <<< "$tcs" | tr -d ' ' | sort -r | paste -sd, | sed 's/,/, /g')
+    utcs=$(newest_first "$tcs")
     if [[ "$tcs" == *triton-3.5.1-sm90a* ]]; then
       printf 'name: %s\nbackend: cuda\nkind: triton\ncompiler: %s\ntarget: sm_90a\nenv: {KB_MUTANT: "1"}\n' \
         "$mutant_tc" "$root/triton-3.5.1/bin/python" > "$tmp/mutant-toolchain.yaml"
@@ -532,7 +535,7 @@ user_ab_rc=""
 if [[ -z "$triton_tcs" || "$arch" != sm90a ]] || ! grep -q '^user-kernels: yes' "$bundle/MANIFEST"; then
   note "users' kernels" skipped "skipped: the bundle has no builds of them for this device ($cc)"
 else
-  user_tcs=$(tr ',' '\n' <<< "$triton_tcs" | tr -d ' ' | sort -r | paste -sd, | sed 's/,/, /g')
+  user_tcs=$(newest_first "$triton_tcs")
   user_yaml "$user_tcs" "$mutant_tc" > "$work/user.yaml"
   log "(i) users' kernels ($user_tcs; the first is the baseline) and the mutant toolchain"
   step user 90 "$kbisect" sweep "$work/user.yaml" -o "$work/user" --format json,table > "$work/user.txt" 2>&1

@@ -122,17 +122,7 @@ triton::Bindings bindings(const TritonLaunch& t, const Shape& s, int sms) {
   b["M"] = s.M, b["N"] = s.N, b["K"] = s.K, b["NUM_SMS"] = sms;
   return b;
 }
-int64_t scalar_bytes(const std::string& type) {
-  if (type == "i1" || type == "i8" || type == "u8") return 1;
-  if (type == "i16" || type == "u16") return 2;
-  if (type == "i32" || type == "u32" || type == "fp32") return 4;
-  if (type == "i64" || type == "u64" || type == "fp64") return 8;
-  return 0;
-}
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
-}  // namespace
-
-namespace {
 size_t descriptor_rank(const std::string& type) { return triton::tensordesc_block(type).size(); }
 }  // namespace
 
@@ -238,7 +228,8 @@ void TritonLaunch::bind(Bound& b, const Shape& shape, int sms, const std::map<st
       ++desc;
       continue;
     }
-    const int64_t want = pointer ? 8 : scalar_bytes(p.type);
+    // Scalars kbisect binds: integers, fp32 and fp64 (a 16-bit float scalar is refused).
+    const int64_t want = pointer ? 8 : (p.type == "fp16" || p.type == "bf16") ? 0 : triton::triton_type_bytes(p.type);
     if (want == 0)
       throw InputError(fmt::format("{}: argument {} has type {} (kbisect launches pointers, integers, fp32, fp64 and "
                                    "tensor descriptors)", entry, p.name, p.type));

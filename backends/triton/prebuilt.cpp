@@ -3,11 +3,11 @@
 #include <ctime>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/triton/triton_compile.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/text.h"
@@ -20,10 +20,8 @@ using nlohmann::json;
 
 // "triton 3.5.1 git abc (/path)" -> "3.5.1".
 std::string release_of(const Toolchain& tc) {
-  std::istringstream in(tc.version_text);
-  std::string word, release;
-  in >> word >> release;
-  if (word != "triton" || release.empty())
+  const std::string release = triton_release(tc);
+  if (release.empty())
     throw InputError(fmt::format("toolchain '{}': cannot tell its Triton release from '{}'", tc.name, tc.version_text));
   return release;
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -299,6 +300,13 @@ void identify(Toolchain& tc) {
     tc.version_text = fmt::format("triton {}{} ({})", v.value("version", "?"), git.empty() ? "" : " git " + git,
                                   v.value("root", ""));
   });
+}
+
+std::string triton_release(const Toolchain& tc) {
+  std::istringstream in(tc.version_text);
+  std::string word, release;
+  in >> word >> release;
+  return word == "triton" ? release : "";
 }
 
 std::string triton_env_root() {

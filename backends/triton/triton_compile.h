@@ -48,6 +48,10 @@ nlohmann::json driver_spec(const CompileRequest& req, const TritonSpec& spec, co
 // TRITON_* / AMDGCN_* knobs this process would pass on. Sets tc.version_text to "triton X.Y.Z (...)".
 void identify(Toolchain& tc);
 
+// The Triton release of a toolchain from its identified version text ("3.5.1" from "triton 3.5.1 git abc
+// (...)"); "" when it is not a Triton toolchain.
+std::string triton_release(const Toolchain& tc);
+
 // Toolchains for the Triton environments found under triton_env_root(): one per environment and target.
 std::vector<Toolchain> presets(const std::string& backend);
 // $KBISECT_TRITON_DIR, else $XDG_CACHE_HOME/kbisect/triton, else ~/.cache/kbisect/triton (where
