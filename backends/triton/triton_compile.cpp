@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -176,7 +177,7 @@ json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::s
   if (target.backend == "cuda") tj["arch"] = std::stoi(target.arch);
   else tj["arch"] = target.arch;
   return {{"source", kernel_source_path(req.kernel_dir, req.kernel->source)},
-          {"function", spec.function},
+          {"function", spec.function_for(tc.target)},
           {"target", tj},
           {"signature", sig},
           {"divisible", divisible},
@@ -293,12 +294,26 @@ void identify(Toolchain& tc) {
     h.add("triton").add(v.value("version", "")).add(v.value("git", ""));
     const std::string lib = v.value("libtriton", ""), ptxas = v.value("ptxas", "");
     h.add("libtriton").add(lib.empty() ? "none" : big_file_sha(lib));
-    if (parse_target(tc).backend == "cuda") h.add("ptxas").add(ptxas.empty() ? "none" : big_file_sha(ptxas));
+    const Target target = parse_target(tc);
+    if (target.backend == "cuda") {
+      h.add("ptxas").add(ptxas.empty() ? "none" : big_file_sha(ptxas));
+      // sm_100 and later are assembled by the release's ptxas-blackwell (3.3+), when it has one.
+      const std::string bw = v.value("ptxas_blackwell", "");
+      if (std::stoi(target.arch) >= 100 && !bw.empty()) h.add("ptxas-blackwell").add(big_file_sha(bw));
+    }
+    // Compiler plugins (TRITON_PLUGIN_PATHS, e.g. TLX's libutlx.so): each library's bytes and the plugin
+    // package's version.
+    for (const auto& p : v.value("plugins", json::array())) {
+      const std::string path = p.get<std::string>();
+      h.add("plugin").add(file_exists(path) ? big_file_sha(path) : "missing:" + path);
+    }
+    const std::string utlx = v.value("utlx", "");
+    if (!utlx.empty()) h.add("triton-utlx").add(utlx);
     for (const auto& [k, val] : inherited_knobs())
       if (!tc.env.count(k)) h.add(k).add(val);
     const std::string git = v.value("git", "");
-    tc.version_text = fmt::format("triton {}{} ({})", v.value("version", "?"), git.empty() ? "" : " git " + git,
-                                  v.value("root", ""));
+    tc.version_text = fmt::format("triton {}{}{} ({})", v.value("version", "?"), git.empty() ? "" : " git " + git,
+                                  utlx.empty() ? "" : " + triton-utlx " + utlx, v.value("root", ""));
   });
 }
 
@@ -321,7 +336,12 @@ std::vector<Toolchain> presets(const std::string& backend) {
   std::error_code ec;
   const fs::path root = triton_env_root();
   if (!fs::is_directory(root, ec)) return out;
-  std::vector<std::pair<std::string, fs::path>> envs;  // (version, python)
+  struct Env {
+    std::string version, utlx;  // triton's, and the TLX plugin's when the environment has one
+    fs::path python;
+    bool operator<(const Env& o) const { return std::tie(version, utlx) < std::tie(o.version, o.utlx); }
+  };
+  std::vector<Env> envs;
   std::vector<Toolchain> prebuilt;
   for (const auto& e : fs::directory_iterator(root, ec)) {
     const fs::path py = e.path() / "bin" / "python";
@@ -330,32 +350,36 @@ std::vector<Toolchain> presets(const std::string& backend) {
         for (auto& tc : prebuilt_toolchains((e.path() / kPrebuiltRecord).string(), backend)) prebuilt.push_back(std::move(tc));
       continue;
     }
-    std::string version;
+    Env env{"", "", py};
     for (const auto& lib : fs::directory_iterator(e.path() / "lib", ec))
       for (const auto& sp : fs::directory_iterator(lib.path() / "site-packages", ec)) {
         const std::string n = sp.path().filename().string();
-        if (n.rfind("triton-", 0) == 0 && n.size() > 17 && n.substr(n.size() - 10) == ".dist-info")
-          version = n.substr(7, n.size() - 17);
+        const bool info = n.size() > 10 && n.substr(n.size() - 10) == ".dist-info";
+        if (info && n.rfind("triton-", 0) == 0 && n.size() > 17) env.version = n.substr(7, n.size() - 17);
+        if (info && n.rfind("triton_utlx-", 0) == 0 && n.size() > 22) env.utlx = n.substr(12, n.size() - 22);
       }
-    if (!version.empty()) envs.emplace_back(version, py);
+    if (!env.version.empty()) envs.push_back(env);
   }
   std::sort(envs.begin(), envs.end());
   const std::vector<std::string> targets =
       backend == "cuda" ? std::vector<std::string>{"sm_90a", "sm_80", "sm_100a"} : std::vector<std::string>{"gfx942", "gfx90a"};
   const std::string lld19 = "/usr/lib/llvm-19/bin/ld.lld";
-  for (const auto& [version, py] : envs)
+  for (const auto& [version, utlx, py] : envs)
     for (const auto& t : targets) {
       Toolchain tc;
       std::string short_t = t;
       short_t.erase(std::remove(short_t.begin(), short_t.end(), '_'), short_t.end());
-      tc.name = fmt::format("triton-{}-{}", version, short_t);
+      // An environment with the TLX plugin is its own toolchain: triton-3.8.0-tlx-sm90a.
+      tc.name = fmt::format("triton-{}{}-{}", version, utlx.empty() ? "" : "-tlx", short_t);
       tc.backend = backend;
       tc.kind = "triton";
       tc.compiler = py.string();
       tc.target = t;
       tc.origin = "preset";
       tc.version_text = "triton " + version;  // from the dist-info; identify() replaces it with the import's word
-      tc.description = fmt::format("Triton {} ({}) ahead of time for {}", version, py.parent_path().parent_path().string(), t);
+      tc.description = fmt::format("Triton {}{} ({}) ahead of time for {}", version,
+                                   utlx.empty() ? "" : " + TLX (triton-utlx " + utlx + ")",
+                                   py.parent_path().parent_path().string(), t);
       // Releases before 3.5 run an ld.lld executable for AMD code objects; Debian's default lld is too old
       // for the code object version they emit ("unknown abi version"), LLVM 19's is not.
       if (backend == "hip" && !version_at_least(version, "3.5") && file_exists(lld19)) tc.env["TRITON_HIP_LLD_PATH"] = lld19;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/kernel_decl.h"
+#include "backends/triton/tlx_kernels.h"
 #include "backends/triton/user_kernel.h"
 
 namespace kb::triton {
@@ -73,6 +74,13 @@ KernelDeclBuilder common(const std::string& backend, const std::string& name, co
   return b;
 }
 
+// A parameter's default, and the default configuration's value, changed after the common declaration.
+void set_default(KernelDecl& k, const std::string& name, const ParamValue& v) {
+  for (auto& p : k.params)
+    if (p.name == name) p.default_value = v;
+  if (!k.configs.empty()) k.configs.front().second.set(name, v);
+}
+
 std::vector<TritonArg> pointer_args() {
   return {{"a_ptr", "*A", "A", true}, {"b_ptr", "*B", "B", true}, {"c_ptr", "*fp32", "C", true}};
 }
@@ -129,6 +137,15 @@ const std::vector<std::pair<std::string, TritonSpec>>& specs() {
     ws.expect_ttgir = "ttg.warp_specialize";
     ws.expect_reason = "the loop compiled without warp specialization (no ttg.warp_specialize in the TTGIR)";
     v.emplace_back("triton_matmul_ws", ws);
+
+    // Automatic warp specialization over tensor descriptors: the side-by-side counterpart of tlx_matmul_ws.
+    TritonSpec ws_tma = ws;
+    ws_tma.function = "matmul_ws_tma";
+    ws_tma.args = pointer_args();
+    for (const char* n : {"M", "N", "K"}) ws_tma.args.push_back({n, "i32", n, false});
+    ws_tma.args.insert(ws_tma.args.end(), wcx.begin(), wcx.end());
+    ws_tma.requires_features = {"warp_specialize", "device_tensor_descriptor"};
+    v.emplace_back("triton_matmul_ws_tma", ws_tma);
     return v;
   }();
   return all;
@@ -139,12 +156,13 @@ const std::vector<std::pair<std::string, TritonSpec>>& specs() {
 bool is_builtin_triton_kernel(const std::string& kernel) {
   for (const auto& [name, spec] : specs())
     if (name == kernel) return true;
-  return false;
+  return find_tlx_spec(kernel) != nullptr;
 }
 
 const TritonSpec* find_triton_spec(const std::string& kernel) {
   for (const auto& [name, spec] : specs())
     if (name == kernel) return &spec;
+  if (const TritonSpec* t = find_tlx_spec(kernel)) return t;
   if (const UserKernel* u = find_user_kernel(kernel)) return &u->spec;
   return nullptr;
 }
@@ -165,10 +183,17 @@ std::vector<KernelDecl> triton_kernel_decls(const std::string& backend) {
                          "Triton: the tiled loop as tl.range(..., warp_specialize=True)")
                       .defaults_config("default")
                       .check_shape(shape_fits);
-  for (KernelDecl* k : {&tiled, &persistent, &ws}) {
+  KernelDecl ws_tma = common(backend, "triton_matmul_ws_tma",
+                             "Triton: tl.range(..., warp_specialize=True) over device-side tensor descriptors")
+                          .defaults_config("default")
+                          .check_shape(shape_tma);
+  // 4 warps: with 8, every release here (3.5.1-3.9.0) compiles the loop unspecialized on sm_90a.
+  set_default(ws_tma, "NUM_WARPS", int64_t(4));
+  for (KernelDecl* k : {&tiled, &persistent, &ws, &ws_tma}) {
     k->language = "triton";
     out.push_back(*k);
   }
+  for (auto& k : tlx_kernel_decls(backend)) out.push_back(std::move(k));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // compile driver and the launcher need: the signature, which arguments are assumed divisible by 16, the
 // grid and what a release must offer.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,9 +35,16 @@ struct UnsupportedRule {
 struct TritonSpec {
   std::string source;                   // absolute path of a user kernel's .py; "" for kbisect's own kernels
   std::string function;                 // the @triton.jit function in the source
+  // The function for a target where it is another one (a TLX kernel written per architecture:
+  // "sm_100a" -> "tlx_matmul_ws_blackwell"); `function` for every other target.
+  std::map<std::string, std::string> function_by_target;
+  const std::string& function_for(const std::string& target) const {
+    auto it = function_by_target.find(target);
+    return it == function_by_target.end() ? function : it->second;
+  }
   std::vector<TritonArg> args;          // in the function's order
   std::vector<std::string> grid;        // 1 to 3 expressions
-  std::vector<std::string> requires_features;  // "warp_specialize", "device_tensor_descriptor"
+  std::vector<std::string> requires_features;  // "warp_specialize", "device_tensor_descriptor", "tlx"
   std::vector<UnsupportedRule> unsupported;
   // A text the TTGIR must hold after the compile, else the case is skipped with `expect_reason`
   // (a loop asked to be warp-specialized that the release compiled without it).

@@ -56,12 +56,18 @@ def release_features(triton, tl):
         pass
     if hasattr(tl, "make_tensor_descriptor") or hasattr(tl, "_experimental_make_tensor_descriptor"):
         feats.add("device_tensor_descriptor")
+    try:  # TLX: the triton-utlx plugin (3.8+) registers this module
+        if importlib.util.find_spec("triton.language.extra.tlx") is not None:
+            feats.add("tlx")
+    except ImportError:
+        pass
     return feats
 
 
 FEATURE_TEXT = {
     "warp_specialize": "tl.range(..., warp_specialize=True)",
     "device_tensor_descriptor": "device-side tensor descriptors (tl.make_tensor_descriptor)",
+    "tlx": "TLX (triton.language.extra.tlx: the triton-utlx plugin, `pip install triton-utlx`, for Triton 3.8)",
 }
 
 
@@ -163,9 +169,21 @@ def identify():
     root = os.path.dirname(os.path.abspath(triton.__file__))
     lib = os.path.join(root, "_C", "libtriton.so")
     ptxas = os.environ.get("TRITON_PTXAS_PATH") or os.path.join(root, "backends", "nvidia", "bin", "ptxas")
+    # Releases from 3.3 on assemble sm_100 and later with a ptxas of their own.
+    ptxas_bw = os.environ.get("TRITON_PTXAS_BLACKWELL_PATH") or os.path.join(root, "backends", "nvidia", "bin",
+                                                                             "ptxas-blackwell")
     git = getattr(triton, "__git_version__", None) or getattr(triton, "git_version", None)
+    # Compiler plugins: every library TRITON_PLUGIN_PATHS names (the triton-utlx wheel's .pth sets it to its
+    # libutlx.so at start-up), and the plugin package's version when it is the TLX one.
+    plugins = [p for p in os.environ.get("TRITON_PLUGIN_PATHS", "").split(os.pathsep) if p]
+    try:
+        import importlib.metadata
+        utlx = importlib.metadata.version("triton-utlx")
+    except Exception:  # noqa: BLE001 - not installed
+        utlx = ""
     emit("ok", 0, version=triton.__version__, git=git if isinstance(git, str) else "", root=root,
-         libtriton=lib if os.path.exists(lib) else "", ptxas=ptxas if os.path.exists(ptxas) else "")
+         libtriton=lib if os.path.exists(lib) else "", ptxas=ptxas if os.path.exists(ptxas) else "",
+         ptxas_blackwell=ptxas_bw if os.path.exists(ptxas_bw) else "", plugins=plugins, utlx=utlx)
 
 
 def main():

@@ -13,6 +13,9 @@
 #                      tl.make_tensor_descriptor from 3.4 on).
 #   matmul_ws          matmul_tiled's loop as tl.range(..., warp_specialize=True): the compiler splits
 #                      producer (loads) and consumer (MMA) warps. Needs a release with that option.
+#   matmul_ws_tma      the same loop over device-side tensor descriptors (TMA loads, a TMA store): the
+#                      form automatic warp specialization takes on sm_90a as well as sm_100a, the
+#                      counterpart of the TLX kernels (tlx_matmul.py) in the per-warp-group metrics.
 import triton
 import triton.language as tl
 
@@ -105,3 +108,22 @@ def matmul_ws(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
             acc = tl.dot(a, b, acc)
     c_tile = c_ptr + rows[:, None] * stride_cm + cols[None, :]
     tl.store(c_tile, acc, mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+@triton.jit
+def matmul_ws_tma(a_ptr, b_ptr, c_ptr, M, N, K,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                  NUM_STAGES: tl.constexpr, IEEE: tl.constexpr):
+    a_desc = _make_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = _make_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = _make_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    tm, tn = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES, warp_specialize=True):
+        a = a_desc.load([tm * BLOCK_M, k0])
+        b = b_desc.load([k0, tn * BLOCK_N])
+        if IEEE:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
+        else:
+            acc = tl.dot(a, b, acc)
+    c_desc.store([tm * BLOCK_M, tn * BLOCK_N], acc)
