@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/nvrtc_cubin.h"
 #include "backends/triton/triton_compile.h"
+#include "backends/triton/warp_groups.h"
 #include "backends/triton/user_kernel.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -257,6 +258,8 @@ class CudaBackend : public Backend {
     Artifact a = make_artifact(req, c.binary_path, c.entry, c.compile_s, c.log);
     fill_metrics(a, c.log, 32 * c.num_warps, c.shared_bytes, true);
     a.metrics["num_warps"] = c.num_warps;
+    // Partitions, warps and register limits per warp group; TMA / wgmma / tcgen05 counts (docs/triton.md, TLX).
+    for (const auto& [name, v] : triton::compiled_warp_group_metrics(c.binary_path, c.entry, c.num_warps)) a.metrics[name] = v;
     return a;
   }
 

@@ -18,6 +18,7 @@
 
 #include "backends/hip/amdgpu_code_object.h"
 #include "backends/triton/triton_compile.h"
+#include "backends/triton/warp_groups.h"
 #include "backends/hip/hip_api.h"
 #include "backends/hip/hip_kernels.h"
 #include "core/error.h"
@@ -306,6 +307,8 @@ class HipBackend : public Backend {
     a.metrics = hip_static_metrics(elf, a.entry, req.toolchain->target, threads, c.shared_bytes);
     a.metrics["dynamic_lds_bytes"] = double(c.shared_bytes);
     a.metrics["num_warps"] = c.num_warps;
+    // Partitions, warps and register limits per warp group; TMA / wgmma / tcgen05 counts (docs/triton.md, TLX).
+    for (const auto& [name, v] : triton::compiled_warp_group_metrics(c.binary_path, c.entry, c.num_warps)) a.metrics[name] = v;
     return a;
   }
 
