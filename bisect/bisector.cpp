@@ -217,7 +217,7 @@ void Loop::journal_start() {
     for (const json& ev : j_->events()) count_build_event(ev);
     j_->append({{"ev", "resume"}, {"events", j_->events().size()}});
   } else {
-    json ev = {{"ev", "start"}, {"shas", plan_.shas}, {"metric", to_string(plan_.metric)},
+    json ev = {{"ev", "start"}, {"shas", plan_.shas}, {"metric", metric_label(plan_.metric, plan_.metric_column)},
                {"threshold", plan_.threshold}, {"threshold_absolute", plan_.threshold_absolute},
                {"workers", plan_.workers}, {"several", plan_.several}, {"block_rounds", plan_.block_rounds},
                {"report_improvements", plan_.report_improvements}};
@@ -315,7 +315,7 @@ bool Loop::reproduce(Step& rep) {
     std::string ev;
     for (size_t c = 0; c < pg.values.size(); ++c)
       ev += fmt::format("{}{}: {:g} -> {:g}", ev.empty() ? "" : "; ", pg.case_ids[c], pg.values[c], pb.values[c]);
-    rep.reason = fmt::format("{} good -> bad: {}", to_string(plan_.metric), ev);
+    rep.reason = fmt::format("{} good -> bad: {}", metric_label(plan_.metric, plan_.metric_column), ev);
     if (!reproduced) regressed_.assign(regressed_.size(), true);
     o_.good_level = sum_of(pg.values, regressed_);
     rep.has_level = true;

@@ -37,6 +37,7 @@ namespace kb::bisect {
 struct Plan {
   std::vector<std::string> shas;  // walk order: [0] good ... [n-1] bad
   Metric metric = Metric::time;
+  std::string metric_column;  // metric == column: its name (metric_label)
   double threshold = 0.005;
   bool threshold_absolute = false;
   Budgets budgets;

@@ -59,6 +59,7 @@ Plan plan_for(const BisectConfig& cfg, const std::vector<git::CommitInfo>& commi
   Plan p;
   for (const auto& c : commits) p.shas.push_back(c.sha);
   p.metric = cfg.metric;
+  p.metric_column = cfg.metric_column;
   // Identical kernel code says nothing about a user command's metric (it builds and runs more than the
   // kernel), so an external metric measures every commit.
   p.use_hashes = cfg.metric != Metric::external;
@@ -91,7 +92,7 @@ BisectRun bisect(const BisectConfig& cfg, const std::string& workdir_in, bool re
   Journal journal(run.workdir + "/journal.jsonl", resume);
   if (log)
     log(fmt::format("bisecting {} commits between {} and {} ({} metric, threshold {})", range.commits.size() - 1,
-                    short_sha(range.commits.front().sha), short_sha(range.commits.back().sha), to_string(cfg.metric),
+                    short_sha(range.commits.front().sha), short_sha(range.commits.back().sha), metric_label(cfg.metric, cfg.metric_column),
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold)));
   Provider provider(cfg, repo, run.workdir);
   RealLab lab(cfg, provider);
@@ -143,9 +144,9 @@ CheckResult check_commit(const BisectConfig& cfg, const std::string& workdir_in,
   if (!is_timed(cfg.metric)) {
     auto reg = static_regressed(pg.values, pb.values, cfg.threshold, cfg.threshold_absolute);
     if (!std::any_of(reg.begin(), reg.end(), [](bool b) { return b; }))
-      throw InputError(fmt::format("{} does not differ beyond the threshold between good and bad", to_string(cfg.metric)));
+      throw InputError(fmt::format("{} does not differ beyond the threshold between good and bad", metric_label(cfg.metric, cfg.metric_column)));
     Side s = static_side(pg.values, pb.values, pt.values, reg, cfg.threshold, cfg.threshold_absolute);
-    return {s, fmt::format("{} = {:g} (good {:g}, bad {:g})", to_string(cfg.metric), sum_of(pt.values, reg),
+    return {s, fmt::format("{} = {:g} (good {:g}, bad {:g})", metric_label(cfg.metric, cfg.metric_column), sum_of(pt.values, reg),
                            sum_of(pg.values, reg), sum_of(pb.values, reg))};
   }
   if (pt.hash_key() == pg.hash_key()) return {Side::good, "identical machine code to good"};

@@ -58,9 +58,18 @@ bool boolean(const Ctx& cx, const YAML::Node& n, const std::string& field) {
   cx.fail(n, fmt::format("'{}' = '{}' must be true or false", field, s));
 }
 
-Metric parse_metric(const Ctx& cx, const YAML::Node& n) {
+Metric parse_metric(const Ctx& cx, const YAML::Node& n, std::string& column) {
   if (n.IsMap()) {
-    if (!n["external"] || n.size() != 1) cx.fail(n, "'metric' as a mapping must be {external: {command: [...], parse: ...}}");
+    if (n["static"] && n.size() == 1) {
+      column = str(cx, n["static"], "metric.static");
+      const bool name = !column.empty() && std::all_of(column.begin(), column.end(), [](char c) {
+        return isalnum((unsigned char)c) || c == '_' || c == '.';
+      });
+      if (!name) cx.fail(n["static"], fmt::format("'metric.static' = '{}' is not a metric column's name", column));
+      return Metric::column;
+    }
+    if (!n["external"] || n.size() != 1)
+      cx.fail(n, "'metric' as a mapping must be {external: {command: [...], parse: ...}} or {static: COLUMN}");
     return Metric::external;
   }
   const std::string s = str(cx, n, "metric");
@@ -68,7 +77,7 @@ Metric parse_metric(const Ctx& cx, const YAML::Node& n) {
                    Metric::code_bytes, Metric::compile_time, Metric::max_error})
     if (to_string(m) == s) return m;
   cx.fail(n, fmt::format("metric '{}' is not one of time, tflops, registers, spills, stack, smem, code_bytes, "
-                         "compile_time, max_error (or {{external: ...}})",
+                         "compile_time, max_error (or {{external: ...}}, or {{static: COLUMN}} for another static column)",
                          s));
 }
 
@@ -205,6 +214,7 @@ std::string to_string(Metric m) {
     case Metric::compile_time: return "compile_time";
     case Metric::max_error: return "max_error";
     case Metric::external: return "external";
+    case Metric::column: return "static";
   }
   return "?";
 }
@@ -215,7 +225,11 @@ bool is_timed(Metric m) {
 
 bool is_integer(Metric m) {
   return m == Metric::registers || m == Metric::spills || m == Metric::stack || m == Metric::smem ||
-         m == Metric::code_bytes;
+         m == Metric::code_bytes || m == Metric::column;
+}
+
+std::string metric_label(Metric m, const std::string& column) {
+  return m == Metric::column && !column.empty() ? column : to_string(m);
 }
 
 namespace {
@@ -366,7 +380,7 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
 
   read_cases(cx, root, text, base, c);
 
-  c.metric = root["metric"] ? parse_metric(cx, root["metric"]) : Metric::time;
+  c.metric = root["metric"] ? parse_metric(cx, root["metric"], c.metric_column) : Metric::time;
   if (c.metric == Metric::external)
     c.external = std::make_shared<const ExternalMetric>(parse_external_metric(cx, root["metric"]["external"], base));
   read_threshold(cx, root, c);

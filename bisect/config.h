@@ -18,6 +18,8 @@
 //   cases: {sweep: sweeps/smoke.yaml, filter: "matmul_tiled.*f32"}   # or inline `benchmarks:` (+ shape_sets)
 //   metric: time        # time | tflops | registers | spills | stack | smem | code_bytes | compile_time | max_error
 //                       # or {external: {command: [...], parse: "regex (one group)", better: higher, repeat: 1}}
+//                       # or {static: COLUMN}: any static metric column the backend reports (ws_p1_maxnreg,
+//                       #   tma_loads, vgprs, ...: docs/triton.md), larger is worse
 //   threshold: 0.5%     # relative; integer metrics also take an absolute count (threshold: 8)
 //   budgets: {max_builds: 40, max_samples_per_step: 2048, max_wall_s: 7200}
 //   priors: {"llvm/lib/Target/NVPTX/**": 5, "**/docs/**": 0.05}   # path glob -> prior weight (default 1)
@@ -44,13 +46,15 @@ struct ExternalMetric;  // harness/external.h
 
 namespace kb::bisect {
 
-enum class Metric { time, tflops, registers, spills, stack, smem, code_bytes, compile_time, max_error, external };
+enum class Metric { time, tflops, registers, spills, stack, smem, code_bytes, compile_time, max_error, external, column };
 std::string to_string(Metric m);
 // Timing metrics (time, tflops, compile_time) and external (tier l3: a user command's output, see
 // harness/external.h) are sampled and decided statistically; the others are static (one value per binary).
 bool is_timed(Metric m);
 // Integer-valued static metrics accept an absolute threshold.
 bool is_integer(Metric m);
+// The metric's name in messages and reports: the column's own name for {static: COLUMN}.
+std::string metric_label(Metric m, const std::string& column);
 
 struct ProviderSpec {
   enum class Kind { build, prebuilt, in_tree };
@@ -117,6 +121,7 @@ struct BisectConfig {
   std::string filter, tier;
   Metric metric = Metric::time;
   std::shared_ptr<const ExternalMetric> external;  // metric == external: the command and its parser
+  std::string metric_column;  // metric == column: the static metric's name in an artifact's metrics
   double threshold = 0.005;   // relative fraction, or absolute count when threshold_absolute
   bool threshold_absolute = false;
   Budgets budgets;

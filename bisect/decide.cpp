@@ -198,7 +198,7 @@ Side static_side(const std::vector<double>& good, const std::vector<double>& bad
 }
 
 double static_metric_value(Metric m, const std::string& backend, const std::map<std::string, double>& metrics,
-                           int64_t code_bytes, double max_error) {
+                           int64_t code_bytes, double max_error, const std::string& column) {
   auto get = [&](std::initializer_list<const char*> names) -> double {
     double sum = 0;
     bool any = false;
@@ -210,8 +210,8 @@ double static_metric_value(Metric m, const std::string& backend, const std::map<
     if (!any) {
       std::string have;
       for (const auto& [k, v] : metrics) have += (have.empty() ? "" : ", ") + k;
-      throw InputError(fmt::format("metric '{}' is not reported by the {} backend (it reports: {})", to_string(m),
-                                   backend, have.empty() ? "code_bytes only" : have));
+      throw InputError(fmt::format("metric '{}' is not reported by the {} backend (it reports: {})",
+                                   metric_label(m, column), backend, have.empty() ? "code_bytes only" : have));
     }
     return sum;
   };
@@ -223,6 +223,7 @@ double static_metric_value(Metric m, const std::string& backend, const std::map<
       return backend == "hip" ? get({"vgpr_spills", "sgpr_spills"}) : get({"spill_stores", "spill_loads"});
     case Metric::stack: return backend == "hip" ? get({"scratch_bytes"}) : get({"stack_bytes"});
     case Metric::smem: return backend == "hip" ? get({"lds_bytes"}) : get({"smem_bytes"});
+    case Metric::column: return get({column.c_str()});
     default: throw InputError(fmt::format("metric '{}' is timed, not static", to_string(m)));
   }
 }

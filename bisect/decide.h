@@ -108,8 +108,8 @@ Side static_side(const std::vector<double>& good, const std::vector<double>& bad
                  const std::vector<bool>& regressed, double threshold, bool absolute);
 
 // The metric's value in a compiled case's static results (throws InputError when the backend does not
-// report it).
+// report it); `column` names the metric when m is Metric::column.
 double static_metric_value(Metric m, const std::string& backend, const std::map<std::string, double>& metrics,
-                           int64_t code_bytes, double max_error);
+                           int64_t code_bytes, double max_error, const std::string& column = "");
 
 }  // namespace kb::bisect

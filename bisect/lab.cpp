@@ -236,7 +236,7 @@ std::string RealLab::add_run_case(Loaded& L, const std::string& key, const Plann
     Backend& be = backend_for(*pc.toolchain);
     if (!be.available().ok)
       throw EnvError(fmt::format("metric '{}' needs to run case {}, but the {} backend cannot run here: {}",
-                                 to_string(cfg_.metric), key, be.name(), be.available().reason));
+                                 metric_label(cfg_.metric, cfg_.metric_column), key, be.name(), be.available().reason));
     if (cfg_.metric != Metric::max_error || r.status != CaseStatus::incorrect)
       return fmt::format("case {} {}: {}", key, to_string(r.status), tail(r.reason, 600));
   }
@@ -261,7 +261,8 @@ std::string RealLab::add_compiled_case(Loaded& L, const std::string& key, const 
   L.probe.code_hashes.push_back(art.code_hash);
   if (!is_timed(cfg_.metric)) {
     try {
-      L.probe.values.push_back(static_metric_value(cfg_.metric, be.name(), art.metrics, art.code_bytes, 0));
+      L.probe.values.push_back(
+          static_metric_value(cfg_.metric, be.name(), art.metrics, art.code_bytes, 0, cfg_.metric_column));
     } catch (const InputError& e) {
       return e.what();
     }

@@ -157,7 +157,7 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
                  {"good", cfg.good},
                  {"bad", cfg.bad},
                  {"first_parent", cfg.first_parent},
-                 {"metric", to_string(cfg.metric)},
+                 {"metric", metric_label(cfg.metric, cfg.metric_column)},
                  {"threshold", cfg.threshold},
                  {"threshold_absolute", cfg.threshold_absolute},
                  {"alpha", cfg.measure.alpha},
@@ -242,7 +242,7 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   }
   md += "\n\n" + md_escape(o.summary) + "\n\n";
   md += fmt::format("Range: {} commits, good `{}` .. bad `{}`; metric {}, threshold {}.\n\n", commits.size() - 1,
-                    short_sha(commits.front().sha), short_sha(commits.back().sha), to_string(cfg.metric),
+                    short_sha(commits.front().sha), short_sha(commits.back().sha), metric_label(cfg.metric, cfg.metric_column),
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
   md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
                     o.samples, o.wall_s, o.visited, o.measured_steps);
@@ -287,7 +287,7 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
   report::svg::Plot p;
   p.width = 860, p.height = 320, p.aria_label = "bisect: " + cfg.name;
   p.x.label = fmt::format("commit index (0 = good, {} = bad)", n - 1);
-  p.y = {tm ? to_string(cfg.metric) + " vs good (time, %)" : to_string(cfg.metric), tm, tm ? "%" : ""};
+  p.y = {tm ? metric_label(cfg.metric, cfg.metric_column) + " vs good (time, %)" : metric_label(cfg.metric, cfg.metric_column), tm, tm ? "%" : ""};
   auto measured = report::svg::series("", "#246");
   auto same = report::svg::series("", "#246");
   auto stat = report::svg::series("", "#284");

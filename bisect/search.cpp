@@ -139,7 +139,7 @@ std::vector<size_t> Loop::classify(const Seg& g, Picked& pk) {
       s.how = "static";
       s.has_level = true;
       s.level = s.level_lo = s.level_hi = sum_of(p.values, regressed_);
-      s.reason = fmt::format("{} = {:g} (range ends {:g} .. {:g})", to_string(plan_.metric), s.level,
+      s.reason = fmt::format("{} = {:g} (range ends {:g} .. {:g})", metric_label(plan_.metric, plan_.metric_column), s.level,
                              sum_of(pa.values, regressed_), sum_of(o_.probes[size_t(g.b)].values, regressed_));
     } else if (auto it = level_of_hash_.find(p.hash_key());
                plan_.use_hashes && it != level_of_hash_.end() && (it->second == g.la || it->second == g.lb)) {

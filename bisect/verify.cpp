@@ -38,7 +38,7 @@ void Loop::verify_culprit(const Seg& g) {
     cu.value = v.level;
     cu.effect = cu.value - cu.parent_value;
     cu.effect_lo = cu.effect_hi = cu.effect;
-    v.reason = fmt::format("{}: parent {:g} -> {} {:g}", to_string(plan_.metric), cu.parent_value, what, v.level);
+    v.reason = fmt::format("{}: parent {:g} -> {} {:g}", metric_label(plan_.metric, plan_.metric_column), cu.parent_value, what, v.level);
   } else {
     say(fmt::format("verifying {} {}: against its parent with a fresh, larger sample", what, short_sha(v.sha)));
     auto rule = threshold_rule(plan_.threshold, plan_.alpha, 2 * plan_.first_units(), 2 * plan_.max_units());
