@@ -15,6 +15,7 @@
 #include "core/fsutil.h"
 #include "core/process.h"
 #include "tests/backends/compile_request.h"
+#include "tests/backends/triton/triton_fixture.h"
 #include "tests/common/test_tmp.h"
 #if KBISECT_WITH_CUDA
 #include "backends/cuda/cubin_metrics.h"
@@ -45,46 +46,16 @@ TEST(TritonExpr, GridExpressions) {
   EXPECT_EQ(triton::expr_names("cdiv(M, BLOCK_M)"), (std::vector<std::string>{"M", "BLOCK_M"}));
 }
 
-// The preset of a release for a target, identity resolved; the test fails (naming install-deps) when
-// this machine has no environment for it.
+using test::kernel_named;
+using Compiled = test::TritonCompiled;
+
 Toolchain preset(Backend& be, const std::string& release, const std::string& target) {
-  std::string t = target;
-  t.erase(std::remove(t.begin(), t.end(), '_'), t.end());
-  const std::string name = "triton-" + release + "-" + t;
-  for (auto& tc : be.presets())
-    if (tc.name == name) {
-      resolve_identity(tc);
-      return tc;
-    }
-  throw Error(name + " not found under " + triton::triton_env_root() + ": run scripts/install-deps");
+  return test::triton_preset(be, release, target);
 }
-
-const KernelDecl& kernel(Backend& be, const std::string& name) {
-  for (const auto& k : be.kernels())
-    if (k.name == name) return k;
-  throw Error("no kernel " + name);
-}
-
-struct Compiled {
-  std::optional<Artifact> art;
-  std::string skipped, failed;
-};
 
 Compiled compile(Backend& be, const Toolchain& tc, const std::string& k, const std::string& dir, Params p = {},
                  DType d = DType::f16) {
-  auto req = test::compile_request(kernel(be, k), tc, p, d);
-  req.out_dir = dir;
-  req.timeout_s = 300;
-  make_dirs(dir);
-  Compiled c;
-  try {
-    c.art = be.compile(req);
-  } catch (const CompileSkipped& e) {
-    c.skipped = e.what();
-  } catch (const Error& e) {
-    c.failed = e.what();
-  }
-  return c;
+  return test::triton_compile(be, tc, k, dir, std::move(p), d);
 }
 
 class TritonReleases : public ::testing::Test {
@@ -252,10 +223,10 @@ TEST_F(TritonReleases, MissingOrBrokenTritonIsAClearError) {
 // Triton kernels and C++ kernels do not mix: each is refused by the other's toolchains with the reason.
 TEST_F(TritonReleases, KernelLanguageAndToolchainKindMustAgree) {
   Backend& cuda = *find_backend("cuda");
-  const KernelDecl& tk = kernel(cuda, "triton_matmul_tiled");
+  const KernelDecl& tk = kernel_named(cuda, "triton_matmul_tiled");
   EXPECT_NE(tk.language_mismatch("nvcc-sm90a", "nvcc").value_or("").find("needs a toolchain of kind 'triton'"),
             std::string::npos);
-  const KernelDecl& ck = kernel(cuda, "matmul_tiled");
+  const KernelDecl& ck = kernel_named(cuda, "matmul_tiled");
   EXPECT_TRUE(ck.language_mismatch("triton-3.5.1-sm90a", "triton").has_value());
   EXPECT_FALSE(tk.language_mismatch("triton-3.5.1-sm90a", "triton").has_value());
 }

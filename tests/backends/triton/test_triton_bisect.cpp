@@ -9,6 +9,7 @@
 #include "bisect/bisector.h"
 #include "bisect/config.h"
 #include "core/fsutil.h"
+#include "tests/backends/triton/triton_fixture.h"
 #include "tests/common/bisect_fixture.h"
 
 namespace {
@@ -18,11 +19,7 @@ using namespace kb::bisect;
 using kbtest::GitRepo;
 using kbtest::write_tmp;
 
-std::string triton_python(const std::string& release) {
-  const std::string py = kb::triton::triton_env_root() + "/triton-" + release + "/bin/python";
-  if (!kb::file_exists(py)) throw std::runtime_error(py + " missing: run scripts/install-deps");
-  return py;
-}
+std::string triton_python(const std::string& release) { return kb::test::triton_env_python("triton-" + release); }
 
 std::string triton_toolchain(const std::string& release, const std::string& flags = "") {
   return fmt::format("name: in-tree-triton\nbackend: cuda\nkind: triton\ncompiler: {}\ntarget: sm_90a\n{}",
