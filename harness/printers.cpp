@@ -2,6 +2,7 @@
 #include "core/text.h"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -73,7 +74,31 @@ std::string markdown_table(const std::vector<std::string>& header, const std::ve
   return os.str();
 }
 
+// A warp-specialized case's partitions in one cell: "4w/40r 4w/232r 4w/232r" (warps, and the register
+// limit setmaxnreg sets, per partition, the default first); "-" for a case that is not specialized.
+std::string warp_groups_cell(const CaseResult& c) {
+  auto get = [&](const std::string& k) -> std::optional<double> {
+    auto it = c.metrics.find(k);
+    return it == c.metrics.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  const auto parts = get("ws_partitions");
+  if (!c.has_static || !parts || *parts < 2) return "-";
+  std::string cell;
+  for (int i = 0; i < int(*parts); ++i) {
+    const auto w = get(fmt::format("ws_p{}_warps", i)), r = get(fmt::format("ws_p{}_maxnreg", i));
+    cell += fmt::format("{}{}w{}", i ? " " : "", w ? fmt::format("{:g}", *w) : "?", r ? fmt::format("/{:g}r", *r) : "");
+  }
+  return cell;
+}
+
+bool any_warp_groups(const RunResults& r) {
+  for (const auto& c : r.cases)
+    if (warp_groups_cell(c) != "-") return true;
+  return false;
+}
+
 std::vector<Row> case_rows(const RunResults& r) {
+  const bool ws = any_warp_groups(r);
   std::vector<Row> rows;
   for (const auto& c : r.cases) {
     Row row;
@@ -100,6 +125,7 @@ std::vector<Row> case_rows(const RunResults& r) {
                  status,
                  c.has_static ? std::to_string(c.code_bytes) : "-",
                  note};
+    if (ws) row.cells.insert(row.cells.end() - 1, warp_groups_cell(c));
     rows.push_back(std::move(row));
   }
   return rows;
@@ -108,10 +134,17 @@ std::vector<Row> case_rows(const RunResults& r) {
 const std::vector<std::string> kHeader = {"(M, N, K)", "kernel", "params", "dtype", "toolchain", "latency",
                                           "TFLOP/s", "noise", "samples", "status", "code_bytes", "note"};
 
+// The header, with the warp-group column before the note when a case is warp-specialized.
+std::vector<std::string> header_for(const RunResults& r) {
+  std::vector<std::string> h = kHeader;
+  if (any_warp_groups(r)) h.insert(h.end() - 1, "warp groups");
+  return h;
+}
+
 }  // namespace
 
 std::string render_table(const RunResults& r) {
-  std::string s = text_table(kHeader, case_rows(r));
+  std::string s = text_table(header_for(r), case_rows(r));
   size_t ok = 0, skipped = 0, bad = 0;
   double check_s = 0, measure_s = 0;
   for (const auto& c : r.cases) {
@@ -132,7 +165,7 @@ std::string render_markdown(const RunResults& r) {
   std::string s = fmt::format("# kbisect {}: {}\n\n", r.kind, r.name);
   s += fmt::format("kbisect {} on {} ({}), {}\n\n", env<std::string>(r, "kbisect_sha", "?"),
                    env<std::string>(r, "host", "?"), env<std::string>(r, "cpu", "?"), r.started);
-  s += markdown_table(kHeader, case_rows(r));
+  s += markdown_table(header_for(r), case_rows(r));
   return s;
 }
 

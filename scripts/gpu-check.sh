@@ -19,8 +19,8 @@
 # incorrect), the device digest and the GPU tests of test_backends_cuda; (d) a short timed sweep (bf16
 # 4096^3, 8192^3 and three LLaMA shapes), cold and hot, with cuBLAS (cublasGemmEx in the same process,
 # as the anchor) in it when the kbisect in the bundle has the `cublas` kernel, else through
-# backends/cuda/tools/cublas_ref.cu built here with nvcc; (h) the Triton kernels from the bundle's prebuilt
-# cubins, correct and timed next to cuBLAS; (i) users' Triton kernels checked against their baseline
+# backends/cuda/tools/cublas_ref.cu built here with nvcc; (h) the Triton kernels (the TLX one among them)
+# from the bundle's prebuilt cubins, correct and timed next to cuBLAS; (i) users' Triton kernels checked against their baseline
 # toolchain's outputs, a mutant toolchain that must be called incorrect, and a timed ab of the attention
 # kernel; (f) `kbisect ab` of nvcc against NVRTC on one
 # kernel, and of NVRTC against itself (A/A); (g) `kbisect tune` of the sm90 (sm80) kernel at bf16 4096^3,
@@ -140,9 +140,10 @@ find_cuda() {
 # releases scripts/install-deps installs (`kbisect prebuild`), and the run finds those builds through the
 # prebuilt toolchains' records, compiling nothing. The same sweep is written here and there.
 triton_releases=(3.2.0 3.3.1 3.5.1)
+tlx_tc=triton-3.8.0-tlx-sm90a  # TLX: Triton 3.8.0 with the triton-utlx plugin (docs/triton.md, TLX)
 triton_shapes_small='[512, 512, 256], [1024, 2048, 512]'
 triton_shapes_big='[4096, 4096, 4096], [8192, 8192, 8192]'
-triton_yaml() {  # triton_yaml TOOLCHAINS [cublas]: correctness on small shapes, cold timing on big ones
+triton_yaml() {  # triton_yaml TOOLCHAINS TLX_TOOLCHAIN|none [cublas]: correctness on small shapes, cold timing on big ones
   echo "name: gpu-triton"
   echo "toolchains: [$1]"
   echo "measure: {mode: cold, warmup_s: 0.02, min_samples: 10, max_samples: 50, min_time_s: 0.05, max_time_s: 0.3, noise: 1%}"
@@ -150,7 +151,12 @@ triton_yaml() {  # triton_yaml TOOLCHAINS [cublas]: correctness on small shapes,
   echo "  - {kernel: triton_matmul_tiled, backend: cuda, config: default, dtypes: [f16, bf16], shapes: [$triton_shapes_small, $triton_shapes_big]}"
   echo "  - {kernel: triton_matmul_tiled, backend: cuda, config: small, dtypes: [f16, bf16, f32], shapes: [$triton_shapes_small]}"
   echo "  - {kernel: triton_matmul_persistent, backend: cuda, dtypes: [f16, bf16], shapes: [$triton_shapes_small, $triton_shapes_big]}"
-  if [[ -n "${2:-}" ]]; then
+  if [[ "${2:-none}" != none ]]; then  # the TLX kernel, and automatic warp specialization beside it
+    echo "  - {kernel: tlx_matmul_ws, backend: cuda, dtypes: [f16, bf16], shapes: [$triton_shapes_small, $triton_shapes_big], toolchains: [$2]}"
+    echo "  - {kernel: tlx_matmul_ws, backend: cuda, config: n128, dtypes: [f16], shapes: [$triton_shapes_big], toolchains: [$2]}"
+    echo "  - {kernel: triton_matmul_ws_tma, backend: cuda, dtypes: [f16], shapes: [$triton_shapes_small, $triton_shapes_big], toolchains: [$2]}"
+  fi
+  if [[ -n "${3:-}" ]]; then
     echo "  - {kernel: cublas, backend: cuda, dtypes: [f16, bf16], shapes: [$triton_shapes_big], toolchains: [nvrtc-sm90a]}"
   fi
 }
@@ -204,13 +210,14 @@ pack() {
     xz -T0 -6 -c "$tmp/$name" > "$dest/lib/$name.xz"
   done < <(for b in "${bundled_bins[@]}"; do ldd "$build_dir/$b"; done | awk '/=>/ {print $1, $3}' | sort -u)
   # The Triton kernels' builds for sm_90a, from every release installed here (none: the run skips them).
-  local have tcs=""
+  local have tcs="" tlx=none
   have=$(KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" list 2>/dev/null || true)
   for r in "${triton_releases[@]}"; do
     if grep -q "^  triton-$r-sm90a " <<< "$have"; then tcs+="${tcs:+, }triton-$r-sm90a"; fi
   done
+  if grep -q "^  $tlx_tc " <<< "$have"; then tlx=$tlx_tc; fi
   if [[ -n "$tcs" ]]; then
-    triton_yaml "$tcs" > "$tmp/triton.yaml"
+    triton_yaml "$tcs" "$tlx" > "$tmp/triton.yaml"
     KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" prebuild "$tmp/triton.yaml" -o "$tmp/triton-prebuilt" \
       > "$tmp/prebuild.txt" 2>&1 || { cat "$tmp/prebuild.txt"; die "--pack: kbisect prebuild of the Triton kernels failed"; }
     grep '^prebuilt ' "$tmp/prebuild.txt"
@@ -236,6 +243,7 @@ pack() {
     echo "source: $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet 2>/dev/null || echo ' (with local changes)')"
     echo "made: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
     echo "triton: ${tcs:-none}"
+    echo "tlx: $([[ -n "$tcs" ]] && echo "$tlx" || echo none)"
     echo "user-kernels: $user_built"
     (cd "$dest" && find . -type f ! -name MANIFEST -printf '%s %P\n' | sort -k2)
   } > "$dest/MANIFEST"
@@ -521,9 +529,10 @@ if [[ -z "$triton_tcs" ]]; then
 elif [[ "$arch" != sm90a ]]; then
   note "Triton kernels" skipped "skipped: the bundle's Triton builds are for sm_90a, this device is $cc"
 else
-  triton_yaml "$triton_tcs" $([[ $has_cublas -eq 1 ]] && echo cublas) > "$work/triton.yaml"
-  log "(h) Triton kernels ($triton_tcs): prebuilt cubins, correctness and cold timing next to cuBLAS"
-  step triton 100 "$kbisect" sweep "$work/triton.yaml" -o "$work/triton" --format json,table > "$work/triton.txt" 2>&1
+  tlx_tcs=$(sed -n 's/^tlx: //p' "$bundle/MANIFEST")
+  triton_yaml "$triton_tcs" "${tlx_tcs:-none}" $([[ $has_cublas -eq 1 ]] && echo cublas) > "$work/triton.yaml"
+  log "(h) Triton kernels ($triton_tcs; TLX: ${tlx_tcs:-none}): prebuilt cubins, correctness and cold timing next to cuBLAS"
+  step triton 130 "$kbisect" sweep "$work/triton.yaml" -o "$work/triton" --format json,table > "$work/triton.txt" 2>&1
   grep -E '^[0-9]+ cases' "$work/triton.txt" || tail -3 "$work/triton.txt"
 fi
 
@@ -655,13 +664,14 @@ def case_record(c, name, **more):  # what summary.json keeps of a case
     st = c.get("static") or {}
     return {"case": name, "status": c.get("status"), "reason": str(c.get("reason", ""))[:300],
             "median_s": (c.get("summary") or {}).get("median_s"), "cache_hit": st.get("cache_hit"), **more,
-            **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes") if m in st}}
+            **{m: st[m] for m in ("registers", "spill_stores", "smem_bytes", "code_bytes", "ws_partitions",
+                                  "ws_p0_maxnreg", "ws_p1_maxnreg", "mbarriers", "tma_loads", "wgmma") if m in st}}
 ref, rows = {}, []  # cuBLAS TFLOP/s by (mode, shape); the table's rows
 triton_rows, triton_record = [], []
 if triton_json:
     tcases = load_run(triton_json, "Triton kernels")
     if tcases is not None:
-        tri = [c for c in tcases if str(c.get("kernel", "")).startswith("triton_")]
+        tri = [c for c in tcases if str(c.get("kernel", "")).startswith(("triton_", "tlx_"))]
         built = [c for c in tri if (c.get("static") or {}).get("code_bytes")]
         fresh = compiled_here(built)
         bad = [c for c in tcases if c.get("status") in ("failed", "incorrect")]
@@ -754,7 +764,7 @@ if gpu: checks.append(("cuBLAS anchor", "ok" if ref else "failed", f"{len(ref)} 
 if rows and gpu:
     print(f"{'mode':<6} {'kernel':<34} {'path':<18} {'shape':<16} {'correct?':<9} {'TFLOP/s':>8} {'/cuBLAS':>7}")
     for mode, c, key, tf in rows:
-        p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items())) if c.get("kernel") == "matmul_ws_sm90" else ""
+        p = ",".join(f"{k}={v}" for k, v in sorted(c.get("params", {}).items())) if c.get("kernel") in ("matmul_ws_sm90", "tlx_matmul_ws") else ""
         kern = f"{c.get('kernel')}[{p}]" if p else c.get("kernel")
         st = c.get("status")
         corr = {"ok": "yes", "incorrect": "NO"}.get(st, st)

@@ -6,11 +6,13 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "backends/backend.h"
 #include "backends/triton/triton_compile.h"
 #include "backends/triton/warp_groups.h"
 #include "core/fsutil.h"
+#include "core/process.h"
 #include "passes/triton_dumps.h"
 #include "tests/backends/triton/triton_fixture.h"
 #include "tests/common/test_tmp.h"
@@ -205,6 +207,28 @@ TEST_F(Tlx, PluginPassesAppearInTheDumps) {
     if (d.pass.rfind("TLX", 0) == 0) tlx_passes.insert(d.pass.substr(0, d.pass.find(':')));
   EXPECT_TRUE(tlx_passes.count("TLXStorageAliasLowering")) << a.log.size();
   EXPECT_TRUE(tlx_passes.count("TLXRewriteLocalAlias"));
+}
+
+// The TLX sweep (sweeps/tlx.yaml) as a user runs it: every TLX kernel for sm_90a, sm_100a and gfx942 and
+// automatic warp specialization beside it; the table shows each case's warp groups, results.json the columns.
+TEST_F(Tlx, TheTlxSweepShowsTheWarpGroups) {
+  const std::string out = tmp.path + "/sweep";
+  const RunResult r = run_process({KBISECT_BINARY_DIR "/kbisect", "sweep", KBISECT_SOURCE_DIR "/sweeps/tlx.yaml", "-o", out});
+  ASSERT_TRUE(r.ok()) << r.out << r.err;
+  EXPECT_NE(r.out.find("warp groups"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4w/40r 4w/232r 4w/232r"), std::string::npos) << r.out;  // sm_90a: TLX and autoWS alike
+  EXPECT_NE(r.out.find("4w/256r 1w/24r 1w/24r"), std::string::npos) << r.out;   // sm_100a TLX
+  const auto res = nlohmann::json::parse(read_file(out + "/results.json"));
+  int tlx = 0;
+  for (const auto& c : res["cases"]) {
+    ASSERT_TRUE(c.contains("static")) << c.dump();
+    EXPECT_TRUE(c["static"].contains("ws_partitions")) << c["kernel"];
+    if (c["kernel"] == "tlx_matmul_ws") {
+      ++tlx;
+      EXPECT_EQ(c["static"]["ws_partitions"], 3);
+    }
+  }
+  EXPECT_EQ(tlx, 4);
 }
 
 #if KBISECT_WITH_CUDA
