@@ -120,10 +120,6 @@ def matmul_ws_tma(a_ptr, b_ptr, c_ptr, M, N, K,
     tm, tn = _tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in tl.range(0, K, BLOCK_K, num_stages=NUM_STAGES, warp_specialize=True):
-        a = a_desc.load([tm * BLOCK_M, k0])
-        b = b_desc.load([k0, tn * BLOCK_N])
-        if IEEE:
-            acc = tl.dot(a, b, acc, input_precision="ieee")
-        else:
-            acc = tl.dot(a, b, acc)
+        acc = tl.dot(a_desc.load([tm * BLOCK_M, k0]), b_desc.load([k0, tn * BLOCK_N]), acc,
+                     input_precision="ieee" if IEEE else None)
     c_desc.store([tm * BLOCK_M, tn * BLOCK_N], acc)

@@ -39,6 +39,20 @@ def _ring(count, SLOTS: tl.constexpr):
 
 
 @triton.jit
+def _fill_slot(a_desc, b_desc, a_ring, b_ring, free, ready, count, row, col, k, NUM_STAGES: tl.constexpr,
+               A_PARTS: tl.constexpr, PART_M: tl.constexpr, BLOCK_K: tl.constexpr, SLOT_BYTES: tl.constexpr):
+    # The producer's step: wait until the slot `count` lands in is free, then TMA-load A (in A_PARTS row
+    # blocks of PART_M) and B into it, the slot's "ready" mbarrier counting the bytes.
+    s, phase = _ring(count, NUM_STAGES)
+    tlx.barrier_wait(tlx.local_view(free, s), phase ^ 1)
+    bar = tlx.local_view(ready, s)
+    tlx.barrier_expect_bytes(bar, SLOT_BYTES)
+    for p in tl.static_range(A_PARTS):
+        tlx.async_descriptor_load(a_desc, tlx.local_view(a_ring, A_PARTS * s + p), [row + p * PART_M, k * BLOCK_K], bar)
+    tlx.async_descriptor_load(b_desc, tlx.local_view(b_ring, s), [k * BLOCK_K, col], bar)
+
+
+@triton.jit
 def tlx_matmul_ws_hopper(a_ptr, b_ptr, c_ptr, M, N, K,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          GROUP_M: tl.constexpr, NUM_STAGES: tl.constexpr):
@@ -65,14 +79,8 @@ def tlx_matmul_ws_hopper(a_ptr, b_ptr, c_ptr, M, N, K,
             for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
                 tm, tn = _tile_of(tile, tiles_m, tiles_n, GROUP_M)
                 for k in range(0, k_steps):
-                    s, phase = _ring(count, NUM_STAGES)
-                    tlx.barrier_wait(tlx.local_view(empty, s), phase ^ 1)
-                    bar = tlx.local_view(full, s)
-                    tlx.barrier_expect_bytes(bar, slot_bytes)
-                    tlx.async_descriptor_load(a_desc, tlx.local_view(a_ring, 2 * s), [tm * BLOCK_M, k * BLOCK_K], bar)
-                    tlx.async_descriptor_load(a_desc, tlx.local_view(a_ring, 2 * s + 1),
-                                              [tm * BLOCK_M + HALF_M, k * BLOCK_K], bar)
-                    tlx.async_descriptor_load(b_desc, tlx.local_view(b_ring, s), [k * BLOCK_K, tn * BLOCK_N], bar)
+                    _fill_slot(a_desc, b_desc, a_ring, b_ring, empty, full, count, tm * BLOCK_M, tn * BLOCK_N, k,
+                               NUM_STAGES, 2, HALF_M, BLOCK_K, slot_bytes)
                     count += 1
         with tlx.async_task(num_warps=4, num_regs=232, replicate=2):  # the consumers: one half of the rows each
             half = tlx.async_task_replica_id()
@@ -166,12 +174,8 @@ def tlx_matmul_ws_blackwell(a_ptr, b_ptr, c_ptr, M, N, K,
             for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
                 tm, tn = _tile_of(tile, tiles_m, tiles_n, GROUP_M)
                 for k in range(0, k_steps):
-                    s, phase = _ring(count, NUM_STAGES)
-                    tlx.barrier_wait(tlx.local_view(consumed, s), phase ^ 1)
-                    bar = tlx.local_view(loaded, s)
-                    tlx.barrier_expect_bytes(bar, slot_bytes)
-                    tlx.async_descriptor_load(a_desc, tlx.local_view(a_ring, s), [tm * BLOCK_M, k * BLOCK_K], bar)
-                    tlx.async_descriptor_load(b_desc, tlx.local_view(b_ring, s), [k * BLOCK_K, tn * BLOCK_N], bar)
+                    _fill_slot(a_desc, b_desc, a_ring, b_ring, consumed, loaded, count, tm * BLOCK_M, tn * BLOCK_N, k,
+                               NUM_STAGES, 1, BLOCK_M, BLOCK_K, slot_bytes)
                     count += 1
 
 
