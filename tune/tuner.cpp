@@ -69,8 +69,8 @@ Toolchain remark_toolchain(const Toolchain& tc) {
 }
 
 // Compiles every valid candidate, `jobs` at a time; failures become status "failed".
-int compile_all(std::vector<Candidate>& cands, const KernelDecl& k, DType dt, const Toolchain& tc, int jobs,
-                CompileCache& cache, std::vector<std::string>& logs, Log& log) {
+int compile_all(std::vector<Candidate>& cands, const KernelDecl& k, DType dt, const Shape& shape, const Toolchain& tc,
+                int jobs, CompileCache& cache, std::vector<std::string>& logs, Log& log) {
   Backend& be = backend_for(tc);
   std::atomic<size_t> next{0};
   std::atomic<int> fresh{0}, done{0};
@@ -78,7 +78,7 @@ int compile_all(std::vector<Candidate>& cands, const KernelDecl& k, DType dt, co
   auto work = [&] {
     for (size_t i = next++; i < cands.size(); i = next++) {
       if (!cands[i].status.empty()) continue;
-      CompileRequest req{&k, cands[i].params, dt, &tc, kernel_dir(), "", 300, size_t(1) << 20};
+      CompileRequest req{&k, cands[i].params, dt, &tc, shape, kernel_dir(), "", 300, size_t(1) << 20};
       try {
         Artifact a = cache.compile(be, req);
         cands[i].metrics = a.metrics;
@@ -336,7 +336,7 @@ ShapeTune tune_shape(const KernelDecl& k, const Shape& sh, const std::shared_ptr
   Lab lab;
   const Toolchain pruning = remark_toolchain(*tc);
   std::vector<std::string> logs;
-  st.compiles += compile_all(st.candidates, k, o.dtype, pruning, o.jobs, lab.cache, logs, log);
+  st.compiles += compile_all(st.candidates, k, o.dtype, sh, pruning, o.jobs, lab.cache, logs, log);
   prune_static(st.candidates, logs, k.backend, o.prune);
   size_t left = 0;
   for (const auto& c : st.candidates) left += c.status.empty();
