@@ -142,7 +142,8 @@ nlohmann::json estimate_json(const Estimate& e) {
   j.update({{"time_s", e.time_s}, {"tflops", e.tflops}, {"bound", e.bound}, {"bytes_per_flop", e.bytes_per_flop},
             {"tiles", e.tiles}, {"tiles_per_sm", e.tiles_per_sm}, {"wave_efficiency", e.wave_efficiency},
             {"resident", e.resident}, {"stages_asked", e.stages_asked}, {"stages_held", e.stages_held},
-            {"inflight_bytes", e.inflight_bytes}, {"latency_cover", e.latency_cover}, {"spill_bytes", e.spill_bytes}});
+            {"inflight_bytes", e.inflight_bytes}, {"latency_cover", e.latency_cover}, {"latency_margin", e.latency_margin},
+            {"spill_bytes", e.spill_bytes}});
   return j;
 }
 

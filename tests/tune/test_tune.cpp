@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/backend.h"
+#include "backends/triton/triton_compile.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/rng.h"
@@ -330,6 +331,19 @@ TEST(TuneCli, BadInputExitsTwoNamingTheField) {
   EXPECT_NE(err.find("--budget-s 0.1 is too small"), std::string::npos) << err;
   EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64", err), 2);
   EXPECT_NE(err.find("--shape"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64x64 --max-spill-bytes -1", err), 2);
+  EXPECT_NE(err.find("--max-spill-bytes -1 must be 0 or more"), std::string::npos) << err;
+}
+
+// A device kbisect has no facts for on the toolchain's target: exit 2 listing those it has, before compiling.
+TEST(TuneCli, UnknownDeviceNamesTheTargetsDevices) {
+  if (!file_exists(triton::triton_env_root() + "/triton-3.5.1/bin/python"))
+    GTEST_SKIP() << "Triton 3.5.1 is not installed: run scripts/install-deps";
+  std::string err;
+  EXPECT_EQ(run_cli("triton_matmul_tiled --toolchain triton-3.5.1-sm90a --shape 64x64x64 --dtype f16 --device MI300X",
+                    err), 2);
+  EXPECT_NE(err.find("--device 'MI300X': no facts for it on target sm_90a (known: H100 SXM5, H200 SXM)"),
+            std::string::npos) << err;
 }
 
 }  // namespace
