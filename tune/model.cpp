@@ -97,10 +97,13 @@ Estimate estimate_gemm(const DeviceFacts& d, const GemmView& g, DType dtype, con
   e.resident = std::max(1, e.resident);
   // (3) Pipeline depth against latency: the stages shared memory really holds (a loop Triton did not
   // pipeline holds one), of which all but the one being multiplied are loads in flight.
+  // On AMD, Triton's stream pipeliner keeps the next K step's loads in registers and num_stages - 1 steps in
+  // LDS: one more than LDS holds.
   const double full_stage = (bm + bn) * bk * g.in_bytes;
   const double smem = block_smem_bytes(m, d.amd);
   e.stages_asked = g.stages;
-  e.stages_held = smem > 0 ? std::clamp(int(std::floor(smem / full_stage + 1e-9)), 1, g.stages) : g.stages;
+  e.stages_held = g.stages;
+  if (smem > 0) e.stages_held = std::clamp(int(std::floor(smem / full_stage + 1e-9)) + (d.amd ? 1 : 0), 1, g.stages);
   e.inflight_bytes = std::max(1, e.stages_held - 1) * stage_bytes;
   // The rate of one SM running c blocks, flop/s: the least of its tensor cores (with enough warps to
   // issue to each), its share of L2 bandwidth over the bytes each flop needs, and what c blocks' loads in

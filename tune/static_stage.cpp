@@ -91,8 +91,9 @@ std::string estimate_all(std::vector<Candidate>& cands, const Shape& shape, DTyp
   }
   if (why.empty()) {
     for (size_t j = 0; j < alive.size(); ++j) cands[alive[j]].estimate = estimate_gemm(*device, views[j], dt, cands[alive[j]].metrics);
-    return fmt::format("the static model with the {}'s facts ({} SMs, {:.0f} TFLOP/s, {:.2f} TB/s)", device->device,
-                       device->sms, device->flops(dt) * 1e-12, device->hbm_bytes_per_s * 1e-12);
+    return fmt::format("the static model with the {}'s facts ({} {}, {:.0f} TFLOP/s, {:.2f} TB/s)", device->device,
+                       device->sms, device->amd ? "CUs" : "SMs", device->flops(dt) * 1e-12,
+                       device->hbm_bytes_per_s * 1e-12);
   }
   for (size_t i : alive) {
     Estimate e;
