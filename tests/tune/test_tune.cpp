@@ -62,6 +62,7 @@ TEST(TunePrune, GpuPrunesOnlyWhatCannotWin) {
   EXPECT_EQ(gpu_static_reason({{"occupancy", 0.0625}, {"registers", 228}, {"threads_per_block", 128},
                                {"smem_bytes", 131072}, {"num_warps", 4}}, rule, h100), "");
   EXPECT_EQ(gpu_static_reason({{"spill_stores", 864}, {"spill_loads", 852}}, rule, h100), "");  // no bound by default
+  EXPECT_EQ(gpu_static_reason({{"stack_bytes", 64}, {"scratch_bytes", 64}}, rule, h100), "");
   rule.max_spill_bytes = 1024;
   EXPECT_EQ(gpu_static_reason({{"spill_stores", 24}, {"spill_loads", 44}}, rule, h100), "");
   EXPECT_NE(gpu_static_reason({{"spill_stores", 864}, {"spill_loads", 852}}, rule, h100)
