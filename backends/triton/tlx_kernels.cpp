@@ -46,7 +46,7 @@ Reason check_ws(const Params& p, DType d, const std::string& target) {
 
 Reason check_lds(const Params& p, DType d, const std::string& target) {
   if (auto r = check_tile(p, {"BLOCK_M", "BLOCK_N", "BLOCK_K"}, 16, 256)) return r;
-  if (int64_t w = p.get_int("opt.num_warps"); w != 4 && w != 8)
+  if (int64_t w = p.get_int(kNumWarps); w != 4 && w != 8)
     return fmt::format("opt.num_warps={} must be 4 or 8", w);
   const int64_t lds = 2 * (p.get_int("BLOCK_M") + p.get_int("BLOCK_N")) * p.get_int("BLOCK_K") * int64_t(dtype_bytes(d));
   if (lds > kLdsLimit)
@@ -151,9 +151,9 @@ std::vector<KernelDecl> tlx_kernel_decls(const std::string& backend) {
     // 256 x 256 x 32 tiles: 2 x 32 KiB of LDS, the whole of a CDNA3 workgroup's.
     k = tlx_common(backend, "tlx_matmul", "TLX: global -> registers -> LDS (two buffers) -> MFMA, one program per tile",
                    256, 256, 32)
-            .int_param("opt.num_warps", 8, "Triton's num_warps option (wavefronts of 64)")
+            .int_param(kNumWarps, 8, "Triton's num_warps option (wavefronts of 64)")
             .tunable("BLOCK_M", {128, 256})
-            .tunable("opt.num_warps", {4, 8})
+            .tunable(kNumWarps, {4, 8})
             .defaults_config("default")
             .check_params(check_lds);
   } else {
