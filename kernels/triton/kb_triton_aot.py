@@ -200,7 +200,9 @@ def jit_view(src, fn):
     per_arg = {}
     if isinstance(attrs, dict):
         for k, val in attrs.items():
-            if isinstance(k, tuple) and len(k) == 1:
+            # With the TLX plugin (triton-utlx 3.8.0.post16) the JIT's attrs hold one index past the
+            # function's arguments, with no attribute: not an argument.
+            if isinstance(k, tuple) and len(k) == 1 and k[0] < len(names):
                 per_arg[names[k[0]]] = val
     elif attrs is not None:  # 3.0-3.2: an AttrsDescriptor
         props = getattr(attrs, "arg_properties", {}) or {}
