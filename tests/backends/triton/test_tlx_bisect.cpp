@@ -91,6 +91,30 @@ metric: {{static: ws_p9_warps}}
   }
 }
 
+// `metric: {static: COLUMN}` in a config: the column's name is kept; a name that no column can have is an
+// error naming the file, the line and the field.
+TEST(BisectTlx, StaticColumnMetricParses) {
+  GitRepo r;
+  const std::string a = r.commit({{"README", "a\n"}}, "a");
+  auto config = [&](const std::string& metric) {
+    return fmt::format("repo: {}\ngood: {}\nbad: {}\nprovider: {{in_tree: tc.yaml}}\nbenchmarks:\n"
+                       "  - {{kernel: matmul_tiled, backend: cpu, dtypes: [f32], shapes: [[64, 64, 64]]}}\n"
+                       "metric: {}\n", r.path(), a, a, metric);
+  };
+  const BisectConfig c = parse_bisect_config(config("{static: ws_p1_maxnreg}"), "cfg.yaml");
+  EXPECT_EQ(c.metric, Metric::column);
+  EXPECT_EQ(c.metric_column, "ws_p1_maxnreg");
+  EXPECT_EQ(metric_label(c.metric, c.metric_column), "ws_p1_maxnreg");
+  EXPECT_TRUE(c.threshold_absolute);  // a count: any change by default
+  try {
+    parse_bisect_config(config("{static: 'two words'}"), "cfg.yaml");
+    FAIL() << "a bad column name must be refused";
+  } catch (const kb::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("cfg.yaml:7:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("metric.static"), std::string::npos) << e.what();
+  }
+}
+
 // Between two builds of the plugin the machine code is the same, but the IR is not: the TLX front end's
 // output differs from the first pass on, and explain names the first pass that diverged on equal input.
 TEST(ExplainTlx, NamesThePassesBetweenTwoPluginBuilds) {
