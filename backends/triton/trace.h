@@ -84,6 +84,7 @@ ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, con
 struct TtirArg {
   std::string name, type;
   bool divisible = false;
+  bool pointer_range32 = false;  // tt.pointer_range = 32: AMD buffer ops, a tensor whose storage fits 2 GiB
 };
 std::vector<TtirArg> ttir_signature(const std::string& ttir, const std::string& kernel);
 std::vector<std::string> ttir_stored_pointers(const std::string& ttir, const std::vector<TtirArg>& args);

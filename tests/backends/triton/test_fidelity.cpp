@@ -221,6 +221,44 @@ TEST_F(Fidelity, ADeclarationTheJitDoesNotFollowIsRefused) {
   }
 }
 
+// AMD buffer ops (on by default from 3.8): the JIT gives a tensor whose storage fits 2 GiB a 32-bit pointer
+// range; a compile-only file names the tensors that do not (`large:`), and import-trace writes that list
+// from a TTIR where some pointers have the range and others not.
+TEST_F(Fidelity, ThePointerRangeOfAmdBufferOpsFollowsTheTensorsSize) {
+  if (!find_backend("hip")) GTEST_SKIP() << "the hip backend is not built in";
+  if (!have_release("3.9.0")) GTEST_SKIP() << "Triton 3.9.0 is not installed: run scripts/install-deps";
+  const std::string f = matmul_file(tmp, "fid_large", "{SLOPE: 0.01, ACTIVATION: None, HAS_BIAS: false, OUT_DTYPE: tl.float16, "
+                                                     "NUM_STAGES: 2}", "  large: [a_ptr]\n");
+  const std::string ttir = read_file(compile_user(f, preset("triton-3.9.0-gfx942"), tmp.path + "/c") + "/kernel.ttir");
+  const std::vector<triton::TtirArg> args = triton::ttir_signature(ttir, "matmul_kernel");
+  ASSERT_GE(args.size(), 2u) << ttir;
+  EXPECT_FALSE(args[0].pointer_range32) << ttir;  // a_ptr: 2 GiB of storage
+  EXPECT_TRUE(args[1].pointer_range32) << ttir;   // b_ptr: 1 MiB
+  // The import of such a compile names a_ptr as large, and the imported file compiles to the same TTIR.
+  triton::Trace t;
+  triton::TraceCompilation c;
+  c.kernel = "matmul_kernel";
+  c.target = "hip gfx942";
+  c.python_source = read_file(kTraces + "/fidelity_kernels.py");
+  c.full_file = true;
+  c.params = {"a_ptr", "b_ptr", "c_ptr", "bias_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+              "stride_cm", "stride_cn", "SLOPE", "ACTIVATION", "HAS_BIAS", "OUT_DTYPE", "NUM_STAGES", "BLOCK_M",
+              "BLOCK_N", "BLOCK_K", "GROUP_M"};
+  for (const auto& [n, v] : std::vector<std::pair<std::string, std::string>>{
+           {"stride_ak", "1"}, {"stride_bn", "1"}, {"stride_cn", "1"}, {"SLOPE", "0.01"}, {"ACTIVATION", "null"},
+           {"HAS_BIAS", "false"}, {"OUT_DTYPE", "\"triton.language.core.dtype('fp16')\""}, {"NUM_STAGES", "2"},
+           {"BLOCK_M", "128"}, {"BLOCK_N", "128"}, {"BLOCK_K", "64"}, {"GROUP_M", "8"}})
+    c.constants.emplace_back(n, v);
+  c.ttir = ttir;
+  c.num_warps = 4;
+  c.num_stages = 3;
+  const triton::ImportedKernel k = triton::write_kernel_files(t, c, tmp.path + "/imported");
+  EXPECT_NE(read_file(k.yaml_path).find("large: [a_ptr]"), std::string::npos) << read_file(k.yaml_path);
+  const std::string again = read_file(compile_user(k.yaml_path, preset("triton-3.9.0-gfx942"), tmp.path + "/c") + "/kernel.ttir");
+  const auto d = triton::first_difference(triton::normalize_stage("ttir", ttir), triton::normalize_stage("ttir", again));
+  EXPECT_EQ(d.line, 0u) << d.expected << "\n" << d.got;
+}
+
 TEST_F(Fidelity, OldOptionNamesInASpaceAreNamedAsWhatTheyAre) {
   const std::string f = matmul_file(tmp, "fid_space", "{SLOPE: 0.01, ACTIVATION: None, HAS_BIAS: false, OUT_DTYPE: tl.float16, "
                                                      "NUM_STAGES: 2}", "  space: {NUM_WARPS: [4, 8]}\n");
