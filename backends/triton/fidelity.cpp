@@ -200,15 +200,16 @@ const char* stage_file(const std::string& stage) {
 }  // namespace
 
 VerifyResult verify_compilation(const Trace& t, const TraceCompilation& c, const std::string& toolchain,
-                                const std::string& work_dir) {
+                                const std::string& work_dir, const std::string& imported_dir) {
   VerifyResult r;
   r.kernel = c.kernel;
   r.index = c.index;
   r.line = c.line;
   r.target = c.target;
-  const std::string dir = fmt::format("{}/{}-{}", work_dir, c.kernel, c.index);
-  const ImportedKernel imported = write_kernel_files(t, c, dir);
-  const UserKernel& k = load_user_kernel(imported.yaml_path);
+  std::string yaml = imported_dir.empty() ? "" : imported_dir + "/" + imported_name(t, c) + ".yaml";
+  if (yaml.empty() || !file_exists(yaml))
+    yaml = write_kernel_files(t, c, fmt::format("{}/{}-{}", work_dir, c.kernel, c.index)).yaml_path;
+  const UserKernel& k = load_user_kernel(yaml);
   const Toolchain tc = toolchain_for(t, c, toolchain, read_file(k.spec.source));
   r.toolchain = tc.name;
   r.release = triton_release(tc);

@@ -47,7 +47,9 @@ std::vector<StageCheck> compare_metadata(const std::string& trace_json, const st
 // picks the preset of the trace's release and target) and checks every stage the trace holds. EnvError
 // when no toolchain of that release and target is here (naming the release and the pip command that
 // installs it); InputError for a trace that does not say its release when no toolchain is named.
+// `imported_dir`, when not empty, is where an earlier import wrote this compilation's files (perhaps edited
+// since: a helper added, a constexpr changed): its NAME.yaml is verified as it is, instead of a fresh import.
 VerifyResult verify_compilation(const Trace& t, const TraceCompilation& c, const std::string& toolchain,
-                                const std::string& work_dir);
+                                const std::string& work_dir, const std::string& imported_dir = "");
 
 }  // namespace kb::triton

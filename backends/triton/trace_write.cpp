@@ -287,13 +287,18 @@ std::string kernel_module_source(const TraceCompilation& c) {
   return out;
 }
 
-ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, const std::string& out_dir) {
-  const std::vector<SigEntry> sig = signature_of(t, c);
+std::string imported_name(const Trace& t, const TraceCompilation& c) {
   size_t per_kernel = 0;
   for (const auto& x : t.compilations) per_kernel += x.kernel == c.kernel;
+  std::string name = per_kernel > 1 ? fmt::format("{}_{}", c.kernel, c.index) : c.kernel;
+  if (is_builtin_kernel_name(name)) name += "_user";  // a kernel kbisect ships has that name: one that loads
+  return name;
+}
+
+ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, const std::string& out_dir) {
+  const std::vector<SigEntry> sig = signature_of(t, c);
   ImportedKernel r;
-  r.name = per_kernel > 1 ? fmt::format("{}_{}", c.kernel, c.index) : c.kernel;
-  if (is_builtin_kernel_name(r.name)) r.name += "_user";  // a kernel kbisect ships has that name: one that loads
+  r.name = imported_name(t, c);
   r.yaml_path = out_dir + "/" + r.name + ".yaml";
   r.py_path = out_dir + "/" + r.name + ".py";
   r.shapes = c.launches.size();

@@ -299,25 +299,29 @@ TEST_F(Fidelity, VerifySaysIdenticalForEveryTraceHere) {
   EXPECT_GE(traces, 5);
 }
 
-// One constexpr changed in the trace's record of a compile: --verify names the first stage that differs and
-// its first differing line, and exits 1.
+// One constexpr changed in an imported file (BLOCK_SIZE 1024 -> 512): --verify, pointed at the imported files
+// with -o, names the first stage that differs (the TTIR) and its first differing line, and exits 1. The same
+// files unchanged verify identical.
 TEST_F(Fidelity, VerifyNamesTheStageAndLineOfADifference) {
-  const std::string line = read_file(kTraces + "/softmax_attn_compile.ndjson").substr(0, read_file(kTraces + "/softmax_attn_compile.ndjson").find('\n'));
-  json ev = json::parse(line);
-  ASSERT_EQ(ev["payload"]["metadata"]["src_constants"]["(5,)"], 1024);
-  ev["payload"]["metadata"]["src_constants"]["(5,)"] = 512;
-  write_file_atomic(tmp.path + "/changed.ndjson", ev.dump() + "\n");
+  const std::string trace = kTraces + "/softmax_attn_compile.ndjson", kbisect = KBISECT_BINARY_DIR "/kbisect";
   RunOptions o;
   o.timeout_s = 600;
-  const RunResult r = run_process({KBISECT_BINARY_DIR "/kbisect", "import-trace", tmp.path + "/changed.ndjson", "--verify"}, o);
+  RunResult r = run_process({kbisect, "import-trace", trace, "--kernel", "softmax_kernel", "--index", "0", "-o", tmp.path}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<std::string> verify = {kbisect, "import-trace", trace, "--kernel", "softmax_kernel", "--index", "0",
+                                           "--verify", "-o", tmp.path};
+  r = run_process(verify, o);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string yaml = tmp.path + "/softmax_kernel_0.yaml";
+  const std::string text = read_file(yaml);
+  ASSERT_NE(text.find("BLOCK_SIZE: 1024"), std::string::npos) << text;
+  write_file_atomic(yaml, std::regex_replace(text, std::regex("BLOCK_SIZE: 1024"), "BLOCK_SIZE: 512"));
+  r = run_process(verify, o);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  const std::smatch m = [&] {
-    std::smatch mm;
-    std::regex_search(r.out, mm, std::regex(R"(ttir +differs at line (\d+))"));
-    return mm;
-  }();
-  ASSERT_FALSE(m.empty()) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(ttir +differs at line (\d+))"))) << r.out;
   EXPECT_NE(r.out.find("tensor<512x"), std::string::npos) << r.out;  // the line shows kbisect's 512-wide range
+  EXPECT_NE(r.out.find("tensor<1024x"), std::string::npos) << r.out;  // and the trace's 1024
   EXPECT_NE(r.out.find("NOT identical"), std::string::npos) << r.out;
 }
 
