@@ -65,6 +65,17 @@ Choice choose(const std::vector<Candidate>& candidates, double budget_s) {
   return ch;
 }
 
+std::vector<size_t> measuring_order(const std::vector<Candidate>& candidates, double budget_s) {
+  const Choice ch = choose(candidates, budget_s);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (ch.chosen[i]) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return value_of(candidates[a]) / candidates[a].cost_s > value_of(candidates[b]) / candidates[b].cost_s;
+  });
+  return order;
+}
+
 CostModel cost_model(const PresubmitConfig& cfg) {
   CostModel m;
   m.threshold = cfg.threshold;

@@ -41,6 +41,12 @@ struct Choice {
 // The knapsack over value_of(candidate) and candidate.cost_s within budget_s.
 Choice choose(const std::vector<Candidate>& candidates, double budget_s);
 
+// What to measure next within `budget_s`: the knapsack's choice, most value per second first (should the
+// measurements run long, what is left is the least valuable). Measurements that end under their predicted
+// cost leave budget: the caller asks again with the cases not yet measured and what is left, until this is
+// empty. Indices into `candidates`.
+std::vector<size_t> measuring_order(const std::vector<Candidate>& candidates, double budget_s);
+
 // How a measurement is priced: the decision's plan and what a block costs besides its pairs.
 struct CostModel {
   double threshold = 0.005, alpha = 0.05;

@@ -175,32 +175,45 @@ struct Session {
     }
   }
 
+  // Rounds of the knapsack over the changed cases not yet measured and the budget left: measurements that
+  // decide sooner than predicted (a large regression, at the first look) leave budget for the next round.
   void choose_and_measure() {
     for (const std::string device : {"cpu", "gpu"}) {
-      std::vector<CaseReport*> items;
-      std::vector<Candidate> cands;
+      std::vector<CaseReport*> pending;
       for (CaseReport& c : o.cases)
         if (c.device == device && c.cost && (c.check.empty() || c.check == "ok")) {
           c.candidate.cost_s = c.cost->seconds;
-          items.push_back(&c);
-          cands.push_back(c.candidate);
+          pending.push_back(&c);
         }
-      if (items.empty()) continue;
-      const double budget = std::max(0.0, (device == "cpu" ? o.cpu_budget_s : o.gpu_budget_s) -
-                                              (device == "cpu" ? o.cpu_spent_s : o.gpu_spent_s));
-      const Choice ch = choose(cands, budget);
-      std::vector<CaseReport*> timed;
-      for (size_t i = 0; i < items.size(); ++i) {
-        items[i]->choice = ch.chosen[i] ? CaseReport::Choice::timed : CaseReport::Choice::deferred;
-        if (ch.chosen[i]) timed.push_back(items[i]);
-        else items[i]->deferred_why = "did not fit the budget";
+      for (int round = 1; !pending.empty(); ++round) {
+        const double budget = std::max(0.0, (device == "cpu" ? o.cpu_budget_s : o.gpu_budget_s) -
+                                                (device == "cpu" ? o.cpu_spent_s : o.gpu_spent_s));
+        std::vector<Candidate> cands;
+        for (const CaseReport* c : pending) cands.push_back(c->candidate);
+        const std::vector<size_t> order = measuring_order(cands, budget);
+        if (order.empty()) break;
+        double value = 0, cost = 0;
+        for (size_t i : order) {
+          value += pending[i]->value;
+          cost += pending[i]->cost->seconds;
+        }
+        log.line(fmt::format("{} round {}: {} of {} changed cases chosen (value {:.3g}, expected {:.1f} s of {:.1f} s)",
+                             device, round, order.size(), pending.size(), value, cost, budget));
+        std::vector<CaseReport*> next;
+        std::vector<bool> chosen(pending.size(), false);
+        for (size_t i : order) chosen[i] = true;
+        for (size_t i = 0; i < pending.size(); ++i)
+          if (!chosen[i]) next.push_back(pending[i]);
+        for (size_t i : order) {
+          pending[i]->choice = CaseReport::Choice::timed;
+          measure_one(*pending[i]);
+        }
+        pending = std::move(next);
       }
-      log.line(fmt::format("{}: {} of {} changed cases chosen (value {:.3g}, expected {:.1f} s of {:.1f} s)", device,
-                           timed.size(), items.size(), ch.value, ch.cost_s, budget));
-      // Most value per second first: should the measurements run long, what is left is the least valuable.
-      std::stable_sort(timed.begin(), timed.end(),
-                       [](auto* a, auto* b) { return a->value / a->cost->seconds > b->value / b->cost->seconds; });
-      for (CaseReport* c : timed) measure_one(*c);
+      for (CaseReport* c : pending) {
+        c->choice = CaseReport::Choice::deferred;
+        c->deferred_why = "did not fit the budget";
+      }
     }
   }
 

@@ -100,7 +100,8 @@ std::string render_markdown(const Outcome& o) {
   std::string fails;
   for (const CaseReport& c : o.cases) {
     if (c.regression)
-      fails += fmt::format("| {} | regression {}{} |\n", code(c.s.name), effect_cell(c.confirm ? c.confirm->decision : c.ab->decision),
+      fails += fmt::format("| {} | regression {}{} |\n", code(c.s.name),
+                           effect_cell(c.confirm && !c.unconfirmed ? c.confirm->decision : c.ab->decision),
                            c.unconfirmed ? " (unconfirmed: the budget ran out)" : ", confirmed");
     for (const auto& g : c.s.gate_failures) fails += fmt::format("| {} | static gate: {} |\n", code(c.s.name), code(g));
     if (c.s.state == StaticCase::State::broken)

@@ -103,3 +103,35 @@ TEST(PresubmitChoice, CostGrowsWithNoiseAndTimePerSample) {
   EXPECT_GT(small.blocks, big.blocks);
   EXPECT_EQ(big.from, "pilot");
 }
+
+TEST(PresubmitChoice, TheWorkedExampleOfTheDocs) {
+  // docs/presubmit.md, "The choice rule": four changed cases, a 0.5% threshold, the default measurement plan
+  // (16 pairs a block, looks at 10..160 blocks), a 10 s budget.
+  CostModel m;
+  m.threshold = 0.005;
+  struct Row {
+    Candidate c;
+    double t, cv, value, cost;
+    int64_t blocks;
+  };
+  std::vector<Row> rows = {{{5, 1, 0.10, 0}, 1.8e-3, 0.008, 11.0, 6.208, 80},
+                           {{2, 3, 0.02, 0}, 0.25e-3, 0.02, 8.16, 4.480, 160},
+                           {{1, 0, 0.35, 0}, 0.12e-3, 0.02, 1.35, 3.814, 160},
+                           {{5, 0, 0.0, 0}, 0.03e-3, 0.015, 5.0, 3.354, 160}};
+  std::vector<Candidate> cands;
+  for (auto& r : rows) {
+    const Cost c = cost_from_history(m, r.t, r.cv);
+    EXPECT_EQ(c.blocks, r.blocks);
+    EXPECT_NEAR(c.seconds, r.cost, 5e-4);
+    r.c.cost_s = c.seconds;
+    EXPECT_NEAR(value_of(r.c), r.value, 1e-9);
+    cands.push_back(r.c);
+  }
+  // By value per second B (1.82/s) comes first, then A (1.77/s) no longer fits: B + D, 13.16. The knapsack
+  // takes A + D, 16.0, in 9.56 s.
+  const Choice ch = choose(cands, 10);
+  EXPECT_EQ(ch.chosen, (std::vector<bool>{true, false, false, true}));
+  EXPECT_NEAR(ch.value, 16.0, 1e-9);
+  EXPECT_NEAR(ch.cost_s, 9.562, 1e-3);
+  EXPECT_EQ(measuring_order(cands, 10), (std::vector<size_t>{0, 3}));  // A (1.77/s) before D (1.49/s)
+}
