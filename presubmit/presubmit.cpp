@@ -46,7 +46,7 @@ std::string Outcome::verdict_line() const {
           : fmt::format("{} of {} cases changed code, {} timed", changed, cases.size(),
                         std::count_if(cases.begin(), cases.end(), [](const CaseReport& c) { return c.ab.has_value(); }));
   if (!failed()) return fmt::format("presubmit: pass ({}; {} measurements)", what, measurements);
-  return fmt::format("presubmit: FAIL ({} regression(s), {} static gate failure(s), {} broken; {}; {} measurements)",
+  return fmt::format("presubmit: FAIL ({} regression(s), {} static gate failure(s), {} broken or incorrect; {}; {} measurements)",
                      regressions(), gate_failures(), broken(), what, measurements);
 }
 
@@ -206,6 +206,7 @@ struct Session {
           if (!chosen[i]) next.push_back(pending[i]);
         for (size_t i : order) {
           pending[i]->choice = CaseReport::Choice::timed;
+          pending[i]->round = round;
           measure_one(*pending[i]);
         }
         pending = std::move(next);
@@ -220,10 +221,9 @@ struct Session {
   void measure_one(CaseReport& c) {
     const double before = c.spent_s;
     if (!(left(c) > 0) || !lab.prepare(c)) {
-      if (c.check.empty() || c.check == "ok") {
-        c.choice = CaseReport::Choice::deferred;
-        c.deferred_why = "the budget ran out while measuring";
-      }
+      const bool measurable = c.check.empty() || c.check == "ok";
+      c.choice = measurable ? CaseReport::Choice::deferred : CaseReport::Choice::none;  // else: check says why
+      if (measurable) c.deferred_why = "the budget ran out while measuring";
       spent(c) += c.spent_s - before;
       return;
     }

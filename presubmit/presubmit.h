@@ -46,6 +46,7 @@ struct CaseReport {
   std::optional<Cost> cost;
   int history_points = 0;      // ok nightly points the history had for it
   enum class Choice { none, timed, deferred } choice = Choice::none;
+  int round = 0;               // timed: the knapsack round that chose it (2, 3, ...: with what earlier rounds left)
   std::string deferred_why;
   // Correctness and timing.
   std::string check;           // "" (not prepared), "ok", or the status and reason of the side that is not

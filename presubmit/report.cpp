@@ -106,7 +106,7 @@ std::string render_markdown(const Outcome& o) {
     for (const auto& g : c.s.gate_failures) fails += fmt::format("| {} | static gate: {} |\n", code(c.s.name), code(g));
     if (c.s.state == StaticCase::State::broken)
       fails += fmt::format("| {} | no longer compiles: {} |\n", code(c.s.name), md_escape(broken_why(c.s)));
-    if (c.incorrect) fails += fmt::format("| {} | incorrect: {} |\n", code(c.s.name), md_escape(tail(c.check, 300)));
+    if (c.incorrect) fails += fmt::format("| {} | {} |\n", code(c.s.name), md_escape(tail(c.check, 300)));
   }
   if (!fails.empty()) md += "\n### Failures\n\n| case | why |\n|---|---|\n" + fails;
   std::string moved;
@@ -179,6 +179,7 @@ json case_json(const CaseReport& c) {
                    {"block_sd", c.cost->block_sd}, {"block_s", c.cost->block_s}, {"effect", c.cost->effect},
                    {"from", c.cost->from}};
   }
+  if (c.round) j["round"] = c.round;
   if (!c.deferred_why.empty()) j["deferred_why"] = c.deferred_why;
   if (!c.check.empty()) j["check"] = c.check;
   for (const auto& [name, po] : {std::pair{"ab", &c.ab}, {"confirmation", &c.confirm}})
