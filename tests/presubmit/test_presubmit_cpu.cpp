@@ -8,6 +8,7 @@
 
 #include "core/fsutil.h"
 #include "core/process.h"
+#include "tests/common/bisect_fixture.h"
 #include "tests/common/test_tmp.h"
 
 namespace {
@@ -60,6 +61,19 @@ measure: {}
   }
 
   json report(const std::string& out) { return json::parse(kb::read_file(out + "/presubmit.json")); }
+
+  // Presubmit of two clang++-19 toolchains at hand (their flags), into OUT; the report.
+  json presubmit_flags(const std::string& cfg, const std::string& base_flags, const std::string& change_flags,
+                       int want_exit) {
+    kb::write_file_atomic(dir.path + "/base.yaml", kbtest::cpu_toolchain(base_flags));
+    kb::write_file_atomic(dir.path + "/change.yaml", kbtest::cpu_toolchain(change_flags));
+    kb::RunResult r = presubmit({cfg, "--base-toolchain", dir.path + "/base.yaml", "--change-toolchain",
+                                 dir.path + "/change.yaml", "-o", dir.path + "/out", "-q"});
+    EXPECT_EQ(r.exit_code, want_exit) << r.out << r.err;
+    json j = report(dir.path + "/out");
+    j["stdout"] = r.out;
+    return j;
+  }
 
   kbtest::TestDir dir{"kb-presubmit-cpu"};
   std::string repo;
@@ -177,15 +191,9 @@ TEST_F(PresubmitCpu, HistoryPricesTheCasesAndTheBudgetDefersTheLessValuable) {
 
 TEST_F(PresubmitCpu, TheStaticGateFailsADiffWithoutAnyMeasurement) {
   // Two toolchains at hand: -O1, then -O3 with unrolling, whose code is larger. No budget: nothing is timed.
-  kb::write_file_atomic(dir.path + "/o1.yaml", "name: cc-o1\nbackend: cpu\nkind: clang\ncompiler: clang++-19\nflags: [-O1]\n");
-  kb::write_file_atomic(dir.path + "/o3.yaml",
-                        "name: cc-o3\nbackend: cpu\nkind: clang\ncompiler: clang++-19\nflags: [-O3, -funroll-loops]\n");
   const std::string cfg = config("budget: {cpu_minutes: 0}\ngate: {code_bytes: 10%, registers: 10%}\n");
   const std::string out = dir.path + "/out";
-  kb::RunResult r = presubmit({cfg, "--base-toolchain", dir.path + "/o1.yaml", "--change-toolchain",
-                               dir.path + "/o3.yaml", "-o", out, "-q"});
-  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
-  const json j = report(out);
+  const json j = presubmit_flags(cfg, "-O1", "-O3 -funroll-loops", 1);
   EXPECT_EQ(j["counts"]["gate_failures"], 2);
   EXPECT_EQ(j["counts"]["measurements"], 0);
   EXPECT_EQ(j["budget"]["cpu_spent_s"], 0.0);
@@ -204,16 +212,10 @@ TEST_F(PresubmitCpu, TheStaticGateFailsADiffWithoutAnyMeasurement) {
 TEST_F(PresubmitCpu, AChangeThatComputesWrongResultsFailsBeforeAnyTiming) {
   // A flag that changes what the kernel computes: the f32 cases read their operands as bf16 (the kernel's
   // KB_DTYPE_BF16 path). The correctness check comes first; nothing of it is timed.
-  kb::write_file_atomic(dir.path + "/ok.yaml", "name: cc\nbackend: cpu\nkind: clang\ncompiler: clang++-19\nflags: [-O3]\n");
-  kb::write_file_atomic(dir.path + "/bad.yaml",
-                        "name: cc-bad\nbackend: cpu\nkind: clang\ncompiler: clang++-19\nflags: [-O3, -DKB_DTYPE_BF16=1]\n");
   const std::string cfg = config("budget: {cpu_minutes: 0.5}\n");
   const std::string out = dir.path + "/out";
-  kb::RunResult r = presubmit({cfg, "--base-toolchain", dir.path + "/ok.yaml", "--change-toolchain",
-                               dir.path + "/bad.yaml", "-o", out, "-q"});
-  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("2 broken or incorrect"), std::string::npos) << r.out;
-  const json j = report(out);
+  const json j = presubmit_flags(cfg, "-O3", "-O3 -DKB_DTYPE_BF16=1", 1);
+  EXPECT_NE(j["stdout"].get<std::string>().find("2 broken or incorrect"), std::string::npos) << j["stdout"];
   EXPECT_EQ(j["counts"]["measurements"], 0);
   for (const auto& c : j["cases"]) {
     EXPECT_TRUE(c["incorrect"].get<bool>()) << c.dump();
