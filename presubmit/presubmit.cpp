@@ -157,7 +157,8 @@ struct Session {
       const double pilot_left = budget / 4 - spent(*c);
       if (!(pilot_left > 0)) {
         c->choice = CaseReport::Choice::deferred;
-        c->deferred_why = "no history, and the pilots' quarter of the budget is spent";
+        c->deferred_why = budget > 0 ? "no history, and the pilots' quarter of the budget is spent"
+                                     : fmt::format("no history, and no {} budget", c->device);
         continue;
       }
       log.line(fmt::format("pilot {}", c->s.name));
