@@ -102,6 +102,9 @@ struct CompileRequest {
   Params params;           // complete (defaults filled)
   DType dtype = DType::f32;
   const Toolchain* toolchain = nullptr;  // identity resolved
+  // The case's shape. Only a user's Triton kernel compiles differently per shape: Triton's JIT specializes
+  // it on the shape's argument values (docs/triton.md, "Fidelity"); every other kernel ignores it.
+  Shape shape;
   std::string kernel_dir;  // where kernel sources live
   std::string out_dir;     // an empty directory for the artifact's files
   double timeout_s = 300;

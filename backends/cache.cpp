@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/triton/triton_compile.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
@@ -79,6 +80,8 @@ std::string CompileCache::key(const CompileRequest& req) const {
     h.add(fs::path(s).is_absolute() ? fs::path(s).filename().string() : s)
         .add(read_file(kernel_source_path(req.kernel_dir, s)));
   h.add(req.params.str()).add(to_string(req.dtype));
+  // A user's Triton kernel is specialized on its shape's arguments, as the JIT does (docs/triton.md, Fidelity).
+  if (const std::string jit = triton::jit_specialization_key(req); !jit.empty()) h.add(jit);
   h.add(req.toolchain->identity).add(req.toolchain->target);
   return h.hex();
 }

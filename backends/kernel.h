@@ -29,10 +29,34 @@ struct Shape {
   std::string str() const;  // "MxNxK", or the label
 };
 
-// A parameter value: integer, float or string (nvbench-style typed axes).
-using ParamValue = std::variant<int64_t, double, std::string>;
+// Python's None as a parameter value (a Triton constexpr `ACTIVATION: tl.constexpr = None`).
+struct NoneValue {
+  bool operator==(const NoneValue&) const { return true; }
+  bool operator<(const NoneValue&) const { return false; }
+};
+// A Triton dtype passed as a constexpr (`OUT_DTYPE: tl.constexpr` given tl.float16): its attribute name in
+// triton.language ("float16"); the compile driver resolves it in the toolchain's own Triton.
+struct DtypeValue {
+  std::string name;
+  bool operator==(const DtypeValue& o) const { return name == o.name; }
+  bool operator<(const DtypeValue& o) const { return name < o.name; }
+};
+
+// A parameter value, typed (nvbench-style typed axes, and every kind of value Triton's JIT specializes a
+// constexpr on): integer (64-bit), float (a double: Python's float, bit for bit), string, bool, None, or a
+// Triton dtype.
+using ParamValue = std::variant<int64_t, double, std::string, bool, NoneValue, DtypeValue>;
+// The canonical text of a value, which parse_param_value reads back to the same value and type: 64; floats
+// as the shortest text that reads back to the same double, with ".0" when it would read as an integer
+// (0.01, 1.0, 1e-05, inf, nan); True / False; None; tl.float16; a string as written, or double-quoted
+// (Python-style escapes) when it would read back as another kind or holds ',', '=' or '"'.
 std::string to_string(const ParamValue& v);
-// "64" -> int, "0.5" -> float, anything else -> string (as written in YAML or on a command line).
+// The kind's name, as Python calls it: int, float, str, bool, None, dtype.
+std::string value_kind(const ParamValue& v);
+// Reads a value as written in YAML (plain) or on a command line: decimal (or 0x/0o/0b) integers, floats
+// (1e-05, .5, inf, nan, .inf), True/False/true/false, None/null/~, tl.<name> (a Triton dtype), a quoted
+// "..." or '...' string, anything else a string. Throws InputError, naming the text, for an integer
+// outside 64 bits or a float that does not fit a double (never a rounded or truncated value).
 ParamValue parse_param_value(const std::string& s);
 
 // Named parameters of one kernel instance, ordered by name (stable hashes and output).
@@ -57,7 +81,8 @@ class Params {
   std::map<std::string, ParamValue> values_;
 };
 
-enum class ParamKind { Int, Float, String };
+// Any: a constexpr of a user's Triton kernel, whose value is carried with the kind it was written in.
+enum class ParamKind { Int, Float, String, Any };
 
 struct ParamSpec {
   std::string name;
@@ -117,7 +142,9 @@ struct KernelDecl {
   bool supports(DType d) const;
 };
 
-// Params <-> JSON object (integers, floats and strings keep their types).
+// Params <-> JSON object: every kind keeps its type (integers and floats as JSON numbers, 1.0 stays a float;
+// bool, null and strings as themselves; a dtype as {"dtype": "float16"}; a non-finite float as
+// {"float": "inf"}).
 nlohmann::json params_to_json(const Params& p);
 Params params_from_json(const nlohmann::json& j);  // throws InputError for unsupported value types
 

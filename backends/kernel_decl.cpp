@@ -24,7 +24,11 @@ KernelDeclBuilder& KernelDeclBuilder::description(std::string text) {
 }
 
 KernelDeclBuilder& KernelDeclBuilder::int_param(std::string name, int64_t default_value, std::string help) {
-  decl_.params.push_back({std::move(name), ParamKind::Int, default_value, std::move(help)});
+  return param(std::move(name), ParamKind::Int, default_value, std::move(help));
+}
+
+KernelDeclBuilder& KernelDeclBuilder::param(std::string name, ParamKind kind, ParamValue default_value, std::string help) {
+  decl_.params.push_back({std::move(name), kind, std::move(default_value), std::move(help)});
   return *this;
 }
 
@@ -70,15 +74,17 @@ KernelDeclBuilder& KernelDeclBuilder::check_params(ParamsCheck f) {
 }
 
 KernelDeclBuilder& KernelDeclBuilder::tunable(const std::string& name, std::vector<int64_t> values) {
+  return tunable_values(name, std::vector<ParamValue>(values.begin(), values.end()));
+}
+
+KernelDeclBuilder& KernelDeclBuilder::tunable_values(const std::string& name, std::vector<ParamValue> values) {
   bool declared = false;
   for (const auto& spec : decl_.params) declared = declared || spec.name == name;
   // A declaration error is the kernel author's, found by the first test that lists kernels.
   if (!declared || values.empty())
     throw std::logic_error(fmt::format("{}/{}: tunable '{}' is {}", decl_.backend, decl_.name, name,
                                        declared ? "given no values" : "not a declared parameter"));
-  TunableParam t{name, {}};
-  for (int64_t v : values) t.values.emplace_back(v);
-  decl_.space.push_back(std::move(t));
+  decl_.space.push_back({name, std::move(values)});
   return *this;
 }
 

@@ -27,6 +27,8 @@ class KernelDeclBuilder {
   KernelDeclBuilder& source(std::string path, std::vector<std::string> headers);
   KernelDeclBuilder& description(std::string text);
   KernelDeclBuilder& int_param(std::string name, int64_t default_value, std::string help);
+  // A parameter of any kind (ParamKind::Any: a user's Triton constexpr, carried with the kind it has).
+  KernelDeclBuilder& param(std::string name, ParamKind kind, ParamValue default_value, std::string help);
   // The output tile every GEMM kernel here has: BM rows and BN columns of C per `unit`, BK deep.
   KernelDeclBuilder& tile_params(int64_t bm, int64_t bn, int64_t bk, const std::string& unit);
   KernelDeclBuilder& dtypes(std::vector<DType> d);
@@ -39,6 +41,8 @@ class KernelDeclBuilder {
   KernelDeclBuilder& tolerance(ToleranceSpec spec, std::string reason);
   // A tunable parameter (already declared) and the values `kbisect tune` tries for it.
   KernelDeclBuilder& tunable(const std::string& name, std::vector<int64_t> values);
+  // The same with values of any kind (a string or float constexpr's candidates).
+  KernelDeclBuilder& tunable_values(const std::string& name, std::vector<ParamValue> values);
   // The same over lo, lo+step, ... <= hi.
   KernelDeclBuilder& tunable_range(const std::string& name, int64_t lo, int64_t hi, int64_t step);
   // Without one, every shape is accepted.

@@ -20,9 +20,10 @@ namespace kb::cli {
 namespace {
 
 struct Args {
-  std::string kernel, toolchain, dtype = "f32", table, html;
+  std::string kernel, toolchain, dtype = "f32", table, html, json, device;
   std::vector<std::string> shapes, space;
-  double budget_s = 120, alpha = 0.05;
+  double budget_s = 120, alpha = 0.05, max_spill_bytes = tune::PruneRule{}.max_spill_bytes;
+  bool static_only = false;
   int jobs = 0;
   uint64_t seed = 1;
 };
@@ -74,6 +75,11 @@ int run(const Args& a) {
   o.alpha = a.alpha;
   o.jobs = a.jobs;
   o.seed = a.seed;
+  o.device = a.device;
+  o.static_only = a.static_only;
+  if (!(a.max_spill_bytes >= 0))
+    throw InputError(fmt::format("--max-spill-bytes {} must be 0 or more", a.max_spill_bytes));
+  o.prune.max_spill_bytes = a.max_spill_bytes;
   tune::TuneRun r = tune::run_tune(o, progress_log());
   std::cout << tune::render_tune_table(r);
   if (!a.table.empty()) {
@@ -86,12 +92,16 @@ int run(const Args& a) {
     write_file_atomic(a.html, tune::render_tune_html(r));
     std::cerr << "report: " << a.html << "\n";
   }
+  if (!a.json.empty()) {
+    write_file_atomic(a.json, tune::render_tune_json(r));
+    std::cerr << "json: " << a.json << "\n";
+  }
   return 0;
 }
 
 Registrar reg("tune",
-              "Search a kernel's tunable space on this machine: prune on static metrics, race the survivors, confirm "
-              "the winner against the built-in default, and record it in a tuned-config table",
+              "Search a kernel's tunable space on this machine: prune what cannot win, race the survivors in the static "
+              "model's order, confirm the winner against the built-in default, and record it in a tuned-config table",
               [](CLI::App* app) {
                 auto a = std::make_shared<Args>();
                 app->add_option("KERNEL", a->kernel, "kernel name (see kbisect list), or a user's triton_kernel YAML file")
@@ -106,6 +116,15 @@ Registrar reg("tune",
                 app->add_option("--jobs", a->jobs, "parallel compiles (0: one per core)")->capture_default_str();
                 app->add_option("-o,--out", a->table, "tuned-config table (JSON) to add the winners to");
                 app->add_option("--html", a->html, "write the search as an HTML page here");
+                app->add_option("--json", a->json, "write the search (every candidate, estimate and measurement) as JSON here");
+                app->add_option("--device", a->device,
+                                "GPU whose public facts the static model uses (default: the target's first, e.g. "
+                                "H100 SXM5 for sm_90a; also H200 SXM, A100 SXM4, B200, MI300X)");
+                app->add_flag("--static-only", a->static_only,
+                              "rank on the static model only, even where the device can run (nothing is measured)");
+                app->add_option("--max-spill-bytes", a->max_spill_bytes,
+                                "GPU: prune a candidate that spills more bytes per thread (stores + loads); "
+                                "default: no bound");
                 app->add_option("--seed", a->seed, "seed of the measuring order")->capture_default_str();
                 return [a] { return run(*a); };
               });

@@ -40,6 +40,7 @@ CompileRequest compile_request(const PlannedCase& pc) {
   req.kernel = pc.c.kernel;
   req.params = pc.c.params;
   req.dtype = pc.c.dtype;
+  req.shape = pc.c.shape;
   req.toolchain = pc.toolchain.get();
   req.kernel_dir = kernel_dir();
   return req;

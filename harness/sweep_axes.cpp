@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/param_yaml.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "harness/sweep.h"
@@ -17,8 +18,7 @@ namespace sweep_yaml {
 using Ctx = YamlCtx;
 
 ParamValue scalar_value(const Ctx& cx, const YAML::Node& n, const std::string& field) {
-  if (!n.IsScalar()) cx.fail(n, fmt::format("'{}': expected a value, got a {}", field, n.IsMap() ? "mapping" : "list"));
-  return parse_param_value(n.Scalar());
+  return yaml_param_value(cx, n, field);
 }
 
 namespace {

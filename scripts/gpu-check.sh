@@ -24,7 +24,8 @@
 # toolchain's outputs, a mutant toolchain that must be called incorrect, and a timed ab of the attention
 # kernel; (f) `kbisect ab` of nvcc against NVRTC on one
 # kernel, and of NVRTC against itself (A/A); (g) `kbisect tune` of the sm90 (sm80) kernel at bf16 4096^3,
-# raced on the device (its table goes to the log).
+# raced on the device (its table goes to the log); (j) tune's static model against the device: examples/tune's
+# GEMM, 48 points ranked, measured one by one and raced (Spearman, the race against the brute force).
 # At most 8 files come back from a lease, so DIR receives exactly: gpu-check.log, env.txt, summary.json,
 # correctness.json, timed-cold.json, timed-hot.json, ab.json, gtest.txt. Scratch work goes to a
 # temporary directory. The last line is `gpu-check: N passed, M failed`.
@@ -54,7 +55,7 @@ while [[ $# -gt 0 ]]; do
     --pack) mode=pack; pack_dir=$2; shift 2 ;;
     --rehearse) mode=rehearse; shift ;;
     --build) build_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -176,9 +177,26 @@ user_yaml() {  # user_yaml TOOLCHAINS MUTANT_TOOLCHAIN (a name, or a file where 
   echo "  - {kernel: user_scale_tiles, backend: cuda, toolchains: [triton-3.5.1-sm90a]}  # a host TMA descriptor"
 }
 
+# The static model of `kbisect tune` against the device (docs/tune.md): the user's GEMM of examples/tune
+# (bias and leaky ReLU, f16) at 4096^3 over its whole declared space (the `space:` of its file, 48 points),
+# prebuilt here by Triton 3.5.1 for sm_90a. There: the model's order (tune --static-only), every point
+# measured alone (a sweep: the brute force) and the race (tune) given a fifth of the brute force's time.
+model_tc=triton-3.5.1-sm90a
+model_kernel="$here/examples/tune/gemm_bias_leaky_relu.yaml"
+model_shape=4096x4096x4096
+model_yaml() {  # the brute force: every point of the file's space, measured hot, one at a time
+  echo "name: gpu-tune-model"
+  echo "user_kernels: [$model_kernel]"
+  echo "toolchains: [$model_tc]"
+  echo "measure: {mode: hot, warmup_s: 0.01, min_samples: 10, max_samples: 100, min_time_s: 0.05, max_time_s: 0.25, noise: 1%}"
+  echo "benchmarks:"
+  echo "  - {kernel: gemm_bias_leaky_relu, backend: cuda, shapes: [$model_shape],"
+  echo "     params: {BM: [64, 128], BN: [64, 128], BK: [32, 64], opt.num_warps: [4, 8], opt.num_stages: [2, 3, 4]}}"
+}
+
 # ---------------------------------------------------------------- --pack
 pack() {
-  local dest=$1 b r tmp name path size total user_built=no
+  local dest=$1 b r tmp name path size total user_built=no model_built=no
   command -v patchelf > /dev/null || die "--pack needs patchelf (scripts/install-deps installs it)"
   command -v xz > /dev/null || die "--pack needs xz (scripts/install-deps installs it)"
   for b in "${bundled_bins[@]}"; do
@@ -225,6 +243,11 @@ pack() {
         > "$tmp/prebuild-user.txt" 2>&1 || { cat "$tmp/prebuild-user.txt"; die "--pack: kbisect prebuild of the users' kernels failed"; }
       grep '^prebuilt ' "$tmp/prebuild-user.txt"
       user_built=yes
+      model_yaml > "$tmp/model.yaml"
+      KBISECT_KERNEL_DIR="$here/kernels" "$build_dir/kbisect" prebuild "$tmp/model.yaml" -o "$tmp/triton-prebuilt" \
+        > "$tmp/prebuild-model.txt" 2>&1 || { cat "$tmp/prebuild-model.txt"; die "--pack: kbisect prebuild of the tune model's GEMM failed"; }
+      grep '^prebuilt ' "$tmp/prebuild-model.txt"
+      model_built=yes
     fi
     tar -C "$tmp" -cf - triton-prebuilt | xz -T0 -6 > "$dest/triton-prebuilt.tar.xz"
   else
@@ -237,6 +260,7 @@ pack() {
     echo "made: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m)"
     echo "triton: ${tcs:-none}"
     echo "user-kernels: $user_built"
+    echo "tune-model: $model_built"
     (cd "$dest" && find . -type f ! -name MANIFEST -printf '%s %P\n' | sort -k2)
   } > "$dest/MANIFEST"
   total=$(du -sb "$dest" | cut -f1)
@@ -605,13 +629,125 @@ step tune 120 "$kbisect" tune "$ab_kernel" --toolchain "nvrtc-$arch" --shape 409
 tune_rc=$step_rc
 grep -v -E '^(racing|compiled) ' "$work/tune.txt" | tail -70
 
+# (j) the static model against the device: the example GEMM's 48 points ranked by the model, measured one by
+# one (the brute force), and raced by kbisect tune with a fifth of the brute force's measuring time; prints
+# the rank correlation (Spearman) of the model's order with the measured one, where the measured best is in
+# the model's order, and the race against the brute force. Without a GPU: the model's order from the bundle's
+# builds (nothing compiled here), none pruned but for a hard limit.
+model_summary=""
+if [[ -z "$triton_tcs" || "$arch" != sm90a ]] || ! grep -q '^tune-model: yes' "$bundle/MANIFEST"; then
+  note "tune model" skipped "skipped: the bundle has no builds of examples/tune's GEMM for this device ($cc)"
+else
+  log "(j) tune model: examples/tune GEMM f16 $model_shape, 48 points: model order, brute force, race"
+  model_yaml > "$work/model.yaml"
+  step model-rank 30 "$kbisect" tune "$model_kernel" --toolchain "$model_tc" --shape "$model_shape" --dtype f16 \
+    --static-only --json "$work/model-rank.json" > "$work/model-rank.txt" 2>&1
+  model_rank_rc=$step_rc
+  step model-brute 90 "$kbisect" sweep "$work/model.yaml" -o "$work/model-brute" --format json > "$work/model-brute.txt" 2>&1
+  model_brute_rc=$step_rc
+  race_budget=$(python3 -c 'import json, sys
+try: cases = json.load(open(sys.argv[1])).get("cases", [])
+except Exception: cases = []
+print("%.1f" % max(1.0, 0.2 * sum(c.get("measure_s", 0) for c in cases)))' "$work/model-brute/results.json")
+  step model-race 90 "$kbisect" tune "$model_kernel" --toolchain "$model_tc" --shape "$model_shape" --dtype f16 \
+    --budget-s "$race_budget" --json "$work/model-race.json" > "$work/model-race.txt" 2>&1
+  model_race_rc=$step_rc
+  model_summary="$work/model-summary.json"
+  python3 - "$work" "$gpu" "$model_rank_rc" "$model_brute_rc" "$model_race_rc" "$race_budget" "$model_summary" <<'PY'
+import json, os, sys
+work, gpu, rank_rc, brute_rc, race_rc, budget, dest = sys.argv[1:8]
+gpu = gpu == "1"
+def load(name):
+    try:
+        with open(os.path.join(work, name)) as f: return json.load(f)
+    except Exception: return None
+def key(params): return ",".join(f"{k}={params[k]}" for k in sorted(params))
+def ranks(xs):  # 1-based, ties averaged
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    r = [0.0] * len(xs)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]: j += 1
+        for t in range(i, j + 1): r[order[t]] = (i + j) / 2 + 1
+        i = j + 1
+    return r
+def spearman(a, b):
+    ra, rb = ranks(a), ranks(b)
+    n = len(a); ma, mb = sum(ra) / n, sum(rb) / n
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    va = sum((x - ma) ** 2 for x in ra); vb = sum((y - mb) ** 2 for y in rb)
+    return cov / (va * vb) ** 0.5 if va and vb else float("nan")
+s = {"rank_rc": rank_rc, "brute_rc": brute_rc, "race_rc": race_rc, "race_budget_s": float(budget), "problems": []}
+model = load("model-rank.json")
+order = []  # the model's order of the points (keys), first = its estimate of the fastest
+if model:
+    cands = model["shapes"][0]["candidates"]
+    order = [key(c["params"]) for c in cands if c["status"] == "ranked"]
+    est = {key(c["params"]): c["estimate"]["time_s"] for c in cands if (c.get("estimate") or {}).get("model") == "gemm"}
+    soft = [c for c in cands if c["status"] != "ranked" and "cannot launch" not in c["reason"]]
+    first = cands[0]["params"] if order else {}
+    s.update(points=len(cands), ranked=len(order), model_first=first)
+    for c in soft: s["problems"].append(f"{key(c['params'])}: {c['status']}: {c['reason'][:200]}")
+    if len(est) != len(order): s["problems"].append(f"{len(order) - len(est)} points not estimated by the GEMM model")
+    if not first or first.get("BM", 0) * first.get("BN", 0) < 128 * 128:
+        s["problems"].append(f"the model's first is not a tile of at least 128x128: {first}")
+else:
+    s["problems"].append(f"no model ranking (tune --static-only exit {rank_rc})")
+brute = load("model-brute/results.json")
+meas = {}
+if brute:
+    cases = brute.get("cases", [])
+    fresh = [c for c in cases if (c.get("static") or {}).get("code_bytes") and not (c.get("static") or {}).get("cache_hit")]
+    if fresh: s["problems"].append(f"{len(fresh)} points compiled here, not from the bundle's builds")
+    bad = [c for c in cases if c.get("status") in ("failed", "incorrect")]
+    for c in bad: s["problems"].append(f"{key(c.get('params', {}))}: {c.get('status')}: {str(c.get('reason', ''))[:200]}")
+    meas = {key(c["params"]): c["summary"]["median_s"] for c in cases if c.get("status") == "ok"}
+    s["brute_measure_s"] = sum(c.get("measure_s", 0) for c in cases)
+    s["brute_points"] = len(cases)
+else:
+    s["problems"].append(f"no brute-force results (sweep exit {brute_rc})")
+if gpu and meas and order:
+    both = [k for k in order if k in meas and k in est]
+    s["spearman"] = spearman([est[k] for k in both], [meas[k] for k in both])
+    best = min(meas, key=meas.get)
+    s["measured_best"], s["measured_best_tflops"] = best, 2 * 4096 ** 3 / meas[best] * 1e-12
+    s["measured_best_model_rank"] = order.index(best) + 1 if best in order else None
+    s["model_first_measured_gap_pct"] = 100 * (meas.get(order[0], float("nan")) / meas[best] - 1)
+    race = load("model-race.json")
+    if race and race["shapes"][0].get("winner"):
+        w = key(race["shapes"][0]["winner"])
+        s["race_winner"], s["race_measuring_s"] = w, race["shapes"][0]["measuring_s"]
+        s["race_gap_pct"] = 100 * (meas.get(w, float("nan")) / meas[best] - 1)
+        s["race_time_ratio"] = s["race_measuring_s"] / s["brute_measure_s"] if s.get("brute_measure_s") else None
+    else:
+        s["problems"].append(f"no race result (tune exit {race_rc})")
+    goal = lambda ok: "goal met" if ok else "goal MISSED"
+    print(f"tune model: Spearman(model order, measured order) = {s['spearman']:.3f} over {len(both)} points "
+          f"({goal(s['spearman'] >= 0.6)}: >= 0.6)")
+    print(f"tune model: measured best {best} ({s['measured_best_tflops']:.0f} TFLOP/s) is the model's "
+          f"#{s['measured_best_model_rank']} ({goal((s['measured_best_model_rank'] or 99) <= 5)}: top 5); the model's "
+          f"first measures {s['model_first_measured_gap_pct']:+.1f}% slower")
+    if "race_gap_pct" in s:
+        print(f"tune model: the race picked {s['race_winner']}, {s['race_gap_pct']:+.2f}% from the best "
+              f"({goal(s['race_gap_pct'] <= 3)}: within 3%), in {s['race_measuring_s']:.1f} s against the brute "
+              f"force's {s['brute_measure_s']:.1f} s ({s['race_time_ratio']:.2f}; {goal((s['race_time_ratio'] or 9) <= 0.25)}: <= 0.25)")
+elif model:
+    print(f"tune model: {s.get('ranked')} of {s.get('points')} points ranked, the model's first {s.get('model_first')}; "
+          f"not measured: no GPU")
+for p in s["problems"]: print(f"FAIL tune model: {p}")
+with open(dest, "w") as f: json.dump(s, f, indent=1)
+PY
+fi
+
 # ---------------------------------------------------------------- summary
 python3 - "$out" "$gpu" "$mutants_rc" "$ab_rc" "$aa_rc" "$fixed_rc" "$cublas_jsonl" "$(printf '%s\n' "${results[@]}")" "$tune_rc" \
   "$([[ -n "$triton_tcs" && "$arch" == sm90a ]] && echo "$work/triton/results.json")" \
-  "$([[ -n "$user_ran" ]] && echo "$work/user/results.json")" "$user_ab_rc" "$work/user-ab/ab.json" "$mutant_tc" <<'PY'
+  "$([[ -n "$user_ran" ]] && echo "$work/user/results.json")" "$user_ab_rc" "$work/user-ab/ab.json" "$mutant_tc" \
+  "$model_summary" <<'PY'
 import json, os, sys
 out, gpu, mutants_rc, ab_rc, aa_rc, fixed_rc, cublas_jsonl, noted, tune_rc, triton_json = sys.argv[1:11]
-user_json, user_ab_rc, user_ab_json, mutant_tc = sys.argv[11:15]
+user_json, user_ab_rc, user_ab_json, mutant_tc, model_json = sys.argv[11:16]
 gpu = gpu == "1"
 checks = [tuple(l.split("|", 2)) for l in noted.splitlines() if l]  # (what, status, detail)
 def load(name):
@@ -727,6 +863,23 @@ if user_json:
         except Exception as e:
             detail = f"no ab.json ({e})"
         checks.append(("users' kernels: timed ab", "ok" if user_ab_rc in ("0", "1") else "failed", f"exit {user_ab_rc}; {detail}"))
+# The static model of kbisect tune (step j): its figures in summary.json; failed on a problem (a point pruned
+# but for a hard limit, compiled here, incorrect; no result), the goals are reported, not enforced.
+tune_model = None
+if model_json:
+    try:
+        with open(model_json) as f: tune_model = json.load(f)
+    except Exception as e:
+        tune_model = {"problems": [f"no summary ({e})"]}
+    probs = tune_model.get("problems", [])
+    if probs: detail = f"{len(probs)} problems: {probs[0]}"
+    elif gpu and "spearman" in tune_model:
+        detail = (f"Spearman {tune_model['spearman']:.3f}, measured best is the model's #{tune_model.get('measured_best_model_rank')}, "
+                  f"race {tune_model.get('race_gap_pct', float('nan')):+.2f}% from the best in "
+                  f"{tune_model.get('race_time_ratio') or float('nan'):.2f} of the brute force's time")
+    else:
+        detail = f"{tune_model.get('ranked')} of {tune_model.get('points')} points ranked from the bundle's builds; not measured: no GPU"
+    checks.append(("tune model", "failed" if probs or (gpu and "spearman" not in tune_model) else "ok", detail))
 if gpu:
     checks.append(("mutants, digest, GPU tests", "ok" if mutants_rc == "0" else "failed", f"test_backends_cuda exit {mutants_rc}"))
     checks.append(("ab nvcc vs NVRTC", "ok" if ab_rc in ("0", "1") else "failed", f"exit {ab_rc} (0: same or better, 1: worse)"))
@@ -769,7 +922,7 @@ with open(os.path.join(out, "summary.json"), "w") as f:
                "checks": [{"what": w, "status": s, "detail": d} for w, s, d in checks],
                "cublas_tflops": {f"{m}:{k[0]}x{k[1]}x{k[2]}": v for (m, k), v in ref.items()},
                "triton_cases": triton_record, "user_cases": user_record,
-               "user_ab": (user_ab or {}).get("extra", {}).get("comparison")}, f, indent=1)
+               "user_ab": (user_ab or {}).get("extra", {}).get("comparison"), "tune_model": tune_model}, f, indent=1)
 print(f"TALLY {passed} {failed}")
 PY
 echo "budget: total $(( $(date +%s) - start ))/${budget_s} s"

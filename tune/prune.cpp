@@ -57,30 +57,29 @@ std::vector<std::string> cpu_spill_reasons(const std::vector<std::optional<LoopS
   return out;
 }
 
-namespace {
-double metric(const std::map<std::string, double>& m, const char* name) {
-  auto it = m.find(name);
-  return it == m.end() ? 0 : it->second;
+double spill_bytes(const Metrics& m, bool amd) {
+  return amd ? 8 * metric(m, "vgpr_spills") : metric(m, "spill_stores") + metric(m, "spill_loads");
 }
-}  // namespace
 
-std::string gpu_static_reason(const std::map<std::string, double>& m, const PruneRule& rule, double best_occupancy) {
-  const double spills = metric(m, "spill_stores") + metric(m, "spill_loads");
-  if (spills > 0) return fmt::format("static: {} spill stores/loads", spills);
-  const double local = std::max(metric(m, "stack_bytes"), metric(m, "scratch_bytes"));
-  if (local > 0) return fmt::format("static: {} bytes of local memory", local);
-  const double floor = std::min(rule.min_occupancy, rule.occupancy_ratio * best_occupancy);
-  if (m.count("occupancy") && metric(m, "occupancy") < floor)
-    return fmt::format("static: occupancy {:.2f} below the floor {:.2f} (the lower of {:g} and {:g} x the best "
-                       "candidate's {:.2f})",
-                       metric(m, "occupancy"), floor, rule.min_occupancy, rule.occupancy_ratio, best_occupancy);
+// A Triton compile's smem_bytes already holds its dynamic shared memory (the backend adds it, and marks a
+// Triton build with num_warps); a CUDA C++ kernel's dynamic shared memory is reported apart.
+double block_smem_bytes(const Metrics& m, bool amd) {
+  if (amd) return metric(m, "lds_bytes");
+  return metric(m, "smem_bytes") + (m.count("num_warps") ? 0 : metric(m, "dynamic_smem_bytes"));
+}
+
+std::string gpu_static_reason(const Metrics& m, const PruneRule& rule, const DeviceFacts* d) {
+  const bool amd = d ? d->amd : m.count("vgprs") != 0;
+  if (d) {
+    const int regs = int(amd ? metric(m, "vgprs") + metric(m, "agprs") : metric(m, "registers"));
+    auto why = launch_limit_reason(*d, int(metric(m, "threads_per_block")), int64_t(block_smem_bytes(m, amd)), regs);
+    if (!why.empty()) return "static: " + why;
+  }
+  const double spilled = spill_bytes(m, amd);
+  if (spilled > rule.max_spill_bytes)
+    return fmt::format("static: {:g} B spilled per thread (stores + loads), above the bound {:g} B (--max-spill-bytes)",
+                       spilled, rule.max_spill_bytes);
   return "";
-}
-
-double gpu_static_score(const std::map<std::string, double>& m) {
-  const double occ = m.count("occupancy") ? metric(m, "occupancy") : 0.5;
-  const double regs = std::max(metric(m, "registers"), metric(m, "vgprs"));
-  return -occ + regs / 1024.0 + (metric(m, "spill_stores") + metric(m, "spill_loads")) / 64.0;
 }
 
 }  // namespace kb::tune

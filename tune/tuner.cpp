@@ -1,12 +1,10 @@
 #include "tune/tuner.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <memory>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -17,6 +15,7 @@
 #include "harness/ab.h"
 #include "harness/runner.h"
 #include "tune/space.h"
+#include "tune/static_stage.h"
 
 namespace kb::tune {
 
@@ -52,77 +51,6 @@ void check_options(const TuneOptions& o) {
                                  "candidates and a confirming A/B)",
                                  o.budget_s, minimum_budget_s(), kFirstLook));
   if (!(o.alpha > 0 && o.alpha < 0.5)) throw InputError(fmt::format("--alpha {} must be in (0, 0.5)", o.alpha));
-}
-
-// The toolchain the pruning compiles use: clang with its register-allocation remarks. Remarks are
-// diagnostics only (LLVM's remark emitters never change a transformation), so the survivors are raced on
-// these builds and only the winner is compiled again with the real toolchain, whose identity the table
-// records; the two code hashes are compared (ShapeTune::build_check).
-Toolchain remark_toolchain(const Toolchain& tc) {
-  Toolchain r = tc;
-  if (tc.backend != "cpu" || tc.kind != "clang") return r;
-  r.name += "+regalloc-remarks";
-  r.flags.push_back("-Rpass-missed=regalloc");
-  r.identity.clear();
-  resolve_identity(r);
-  return r;
-}
-
-// Compiles every valid candidate, `jobs` at a time; failures become status "failed".
-int compile_all(std::vector<Candidate>& cands, const KernelDecl& k, DType dt, const Toolchain& tc, int jobs,
-                CompileCache& cache, std::vector<std::string>& logs, Log& log) {
-  Backend& be = backend_for(tc);
-  std::atomic<size_t> next{0};
-  std::atomic<int> fresh{0}, done{0};
-  logs.assign(cands.size(), "");
-  auto work = [&] {
-    for (size_t i = next++; i < cands.size(); i = next++) {
-      if (!cands[i].status.empty()) continue;
-      CompileRequest req{&k, cands[i].params, dt, &tc, kernel_dir(), "", 300, size_t(1) << 20};
-      try {
-        Artifact a = cache.compile(be, req);
-        cands[i].metrics = a.metrics;
-        logs[i] = a.log;
-        fresh += !a.cache_hit;
-      } catch (const Error& e) {
-        cands[i].status = "failed";
-        cands[i].reason = fmt::format("compile failed: {}", e.what());
-      }
-      ++done;
-    }
-  };
-  const int n = jobs > 0 ? jobs : std::max(1, int(std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < n; ++t) pool.emplace_back(work);
-  for (auto& t : pool) t.join();
-  log.line(fmt::format("compiled {} candidates ({} new compiles)", done.load(), fresh.load()));
-  return fresh;
-}
-
-void prune_static(std::vector<Candidate>& cands, const std::vector<std::string>& logs, const std::string& backend,
-                  const PruneRule& rule) {
-  if (backend == "cpu") {
-    std::vector<std::optional<LoopSpills>> spills(cands.size());
-    for (size_t i = 0; i < cands.size(); ++i)
-      if (cands[i].status.empty()) spills[i] = parse_regalloc_remarks(logs[i]);
-    auto why = cpu_spill_reasons(spills, rule);
-    for (size_t i = 0; i < cands.size(); ++i) {
-      if (spills[i]) {
-        cands[i].metrics["loop_spills"] = spills[i]->spills;
-        cands[i].metrics["loop_reloads"] = spills[i]->reloads;
-      }
-      if (!why[i].empty()) cands[i].status = "pruned", cands[i].reason = why[i];
-    }
-    return;
-  }
-  double best_occupancy = 0;
-  for (const auto& c : cands)
-    if (c.status.empty() && c.metrics.count("occupancy"))
-      best_occupancy = std::max(best_occupancy, c.metrics.at("occupancy"));
-  for (auto& c : cands)
-    if (c.status.empty())
-      if (auto why = gpu_static_reason(c.metrics, rule, best_occupancy); !why.empty())
-        c.status = "pruned", c.reason = why;
 }
 
 PlannedCase plan(const KernelDecl& k, const Params& p, const Shape& sh, DType dt, const std::shared_ptr<const Toolchain>& tc) {
@@ -162,14 +90,16 @@ struct Lab {
   std::vector<PreparedCase> prepared;  // parallel to the candidates (empty unless raced)
 };
 
-// Correctness first: survivors are prepared (compiled with the real toolchain, loaded, checked).
+// Correctness first: survivors are prepared (compiled with the real toolchain, loaded, checked), in the
+// static model's order (a user kernel's first point prepared is the others' reference).
 std::vector<size_t> prepare_survivors(ShapeTune& st, const KernelDecl& k, DType dt,
                                       const std::shared_ptr<const Toolchain>& tc, Lab& lab) {
-  std::vector<size_t> ready;
+  std::vector<size_t> ready, alive;
   lab.prepared.resize(st.candidates.size());
-  for (size_t i = 0; i < st.candidates.size(); ++i) {
+  for (size_t i = 0; i < st.candidates.size(); ++i)
+    if (st.candidates[i].status.empty()) alive.push_back(i);
+  for (size_t i : model_order(st.candidates, alive)) {
     Candidate& c = st.candidates[i];
-    if (!c.status.empty()) continue;
     lab.prepared[i] = prepare_case(plan(k, c.params, st.shape, dt, tc), lab.cache, lab.refs);
     const CaseResult& r = lab.prepared[i].result;
     st.compiles += r.has_static && !r.cache_hit;
@@ -310,20 +240,20 @@ void confirm_winner(ShapeTune& st, const KernelDecl& k, DType dt, const std::sha
                        stats::to_string(out.decision.verdict)));
 }
 
-// No device: candidates that survived pruning are ranked by their static score, nothing is measured.
-void rank_static(ShapeTune& st) {
-  std::vector<size_t> alive;
-  for (size_t i = 0; i < st.candidates.size(); ++i)
-    if (st.candidates[i].status.empty()) alive.push_back(i);
-  std::stable_sort(alive.begin(), alive.end(), [&](size_t a, size_t b) {
-    return gpu_static_score(st.candidates[a].metrics) < gpu_static_score(st.candidates[b].metrics);
-  });
-  for (size_t r = 0; r < alive.size(); ++r) {
-    st.candidates[alive[r]].status = r == 0 ? "winner" : "ranked";
-    st.candidates[alive[r]].reason = fmt::format("static rank {} of {} (not measured: {})", r + 1, alive.size(),
-                                                 st.static_only_reason);
-  }
-  if (!alive.empty()) st.winner = alive.front();
+// The candidates of the kernel's space for one shape, compiled (through the cache), pruned and estimated.
+void static_stage(ShapeTune& st, const KernelDecl& k, const Toolchain& pruning, const TuneOptions& o,
+                  const std::string& target, Lab& lab, Log& log) {
+  for (auto& p : enumerate_space(k, o.dtype, target, st.shape, cpu_vector_info()))
+    st.candidates.push_back({p.params, p.invalid.empty() ? "" : "invalid", p.invalid, {}, p.prior, {}, {}});
+  std::vector<std::string> logs;
+  st.compiles += compile_all(st.candidates, k, o.dtype, st.shape, pruning, o.jobs, lab.cache, logs, log);
+  const DeviceFacts* facts = k.backend == "cpu" ? nullptr : device_facts(target, o.device);
+  prune_static(st.candidates, logs, k.backend, o.prune, facts);
+  if (k.backend != "cpu") st.model = estimate_all(st.candidates, st.shape, o.dtype, facts);
+  size_t left = 0;
+  for (const auto& c : st.candidates) left += c.status.empty();
+  log.line(fmt::format("{}: {} candidates, {} left after constraints and static pruning", st.shape.str(),
+                       st.candidates.size(), left));
 }
 
 ShapeTune tune_shape(const KernelDecl& k, const Shape& sh, const std::shared_ptr<const Toolchain>& tc,
@@ -331,25 +261,18 @@ ShapeTune tune_shape(const KernelDecl& k, const Shape& sh, const std::shared_ptr
   ShapeTune st;
   st.shape = sh;
   st.default_params = k.configs.empty() ? k.complete({}) : k.configs.front().second;
-  for (auto& p : enumerate_space(k, o.dtype, tc->target, sh, cpu_vector_info()))
-    st.candidates.push_back({p.params, p.invalid.empty() ? "" : "invalid", p.invalid, {}, p.prior, {}});
   Lab lab;
   const Toolchain pruning = remark_toolchain(*tc);
-  std::vector<std::string> logs;
-  st.compiles += compile_all(st.candidates, k, o.dtype, pruning, o.jobs, lab.cache, logs, log);
-  prune_static(st.candidates, logs, k.backend, o.prune);
-  size_t left = 0;
-  for (const auto& c : st.candidates) left += c.status.empty();
-  log.line(fmt::format("{}: {} candidates, {} left after constraints and static pruning", sh.str(), st.candidates.size(),
-                       left));
+  static_stage(st, k, pruning, o, tc->target, lab, log);
   Availability av = backend_for(*tc).available();
-  if (!av.ok) {
+  if (!av.ok || o.static_only) {
     st.static_only = true;
-    st.static_only_reason = "static metrics only: " + av.reason;
+    st.static_only_reason = av.ok ? "--static-only" : "static metrics only: " + av.reason;
     rank_static(st);
     return st;
   }
-  // The survivors run the builds pruning made (see remark_toolchain): no second compile each.
+  // The survivors run the builds pruning made (see remark_toolchain): no second compile each. They are
+  // checked and raced in the static model's order (GPU; the CPU keeps the machine prior's).
   auto race_tc = pruning.identity == tc->identity ? tc : std::make_shared<const Toolchain>(pruning);
   std::vector<size_t> ready = prepare_survivors(st, k, o.dtype, race_tc, lab);
   if (ready.empty()) throw EnvError(fmt::format("{}: no candidate compiled, loaded and passed the correctness check", sh.str()));
@@ -385,16 +308,68 @@ std::vector<TunedEntry> TuneRun::entries() const {
   return out;
 }
 
+// The device facts named by --device exist for the target (InputError listing those that do otherwise).
+void check_device(const TuneOptions& o, const Toolchain& tc) {
+  if (o.device.empty() || tc.backend == "cpu" || device_facts(tc.target, o.device)) return;
+  std::string known;
+  for (const auto& d : all_device_facts())
+    if (std::find(d.targets.begin(), d.targets.end(), tc.target) != d.targets.end())
+      known += (known.empty() ? "" : ", ") + d.device;
+  throw InputError(fmt::format("--device '{}': no facts for it on target {} (known: {})", o.device, tc.target,
+                               known.empty() ? "none for this target" : known));
+}
+
 TuneRun run_tune(const TuneOptions& o, Log& log) {
   check_options(o);
   Toolchain t = find_toolchain(o.toolchain);
   resolve_identity(t);
+  check_device(o, t);
   auto tc = std::make_shared<const Toolchain>(t);
   const KernelDecl k = kernel_with_space(find_kernel(tc->backend, o.kernel), o);
   if (!k.supports(o.dtype))
     throw InputError(fmt::format("--dtype: kernel {}/{} does not support {}", k.backend, k.name, to_string(o.dtype)));
   TuneRun run{k.name, k.backend, tc->name, tc->identity, machine_key(*tc), o.dtype, {}};
   for (const auto& sh : o.shapes) run.shapes.push_back(tune_shape(k, sh, tc, o, log));
+  return run;
+}
+
+TuneRun rank_points(const TuneOptions& o, const std::vector<Params>& points, Log& log) {
+  if (o.shapes.empty()) throw InputError("--shape: at least one shape is needed");
+  Toolchain t = find_toolchain(o.toolchain);
+  resolve_identity(t);
+  check_device(o, t);
+  const KernelDecl& k = find_kernel(t.backend, o.kernel);
+  TuneRun run{k.name, k.backend, t.name, t.identity, machine_key(t), o.dtype, {}};
+  std::vector<Candidate> compiled;
+  for (const auto& p : points) {
+    Candidate c{k.complete(p), "", "", {}, 0, {}, {}};
+    if (k.check_params)
+      if (auto why = k.check_params(c.params, o.dtype, t.target)) c.status = "invalid", c.reason = *why;
+    compiled.push_back(std::move(c));
+  }
+  CompileCache cache;
+  std::vector<std::string> logs;
+  // One compile per point for every shape: kbisect's GEMMs do not depend on the shape (a user kernel is
+  // compiled for the first shape's specialization).
+  const Shape first = o.shapes.empty() ? Shape{} : o.shapes.front();
+  const int compiles = compile_all(compiled, k, o.dtype, first, remark_toolchain(t), o.jobs, cache, logs, log);
+  const DeviceFacts* facts = k.backend == "cpu" ? nullptr : device_facts(t.target, o.device);
+  prune_static(compiled, logs, k.backend, o.prune, facts);
+  for (const auto& sh : o.shapes) {
+    ShapeTune st;
+    st.shape = sh;
+    st.default_params = k.configs.empty() ? k.complete({}) : k.configs.front().second;
+    st.candidates = compiled;
+    st.compiles = run.shapes.empty() ? compiles : 0;
+    for (auto& c : st.candidates)
+      if (c.status.empty() && k.check_shape)
+        if (auto why = k.check_shape(c.params, o.dtype, sh)) c.status = "invalid", c.reason = *why;
+    if (k.backend != "cpu") st.model = estimate_all(st.candidates, sh, o.dtype, facts);
+    st.static_only = true;
+    st.static_only_reason = "the static stage only";
+    rank_static(st);
+    run.shapes.push_back(std::move(st));
+  }
   return run;
 }
 

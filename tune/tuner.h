@@ -4,7 +4,8 @@
 //   3. check every survivor's correctness, then race them (tune/race.h) within the budget;
 //   4. confirm the winner against the built-in default in an interleaved A/B with fresh loads
 //      (harness/ab.h) and report the gain with its CI.
-// Without a device, GPU candidates are ranked on static metrics only (ShapeTune::static_only).
+// GPU candidates are ordered by the static model (tune/model.h): the race runs in its order, and without a
+// device (or with --static-only) the order is the result, printed as an estimate (ShapeTune::static_only).
 #pragma once
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "harness/measure.h"
 #include "harness/tuned_table.h"
 #include "stats/stats.h"
+#include "tune/model.h"
 #include "tune/prune.h"
 #include "tune/race.h"
 
@@ -30,6 +32,8 @@ struct TuneOptions {
   // Replaces the declared values of these parameters ("unknown parameter" / "empty space" are InputErrors).
   std::vector<std::pair<std::string, std::vector<ParamValue>>> space;
   PruneRule prune;
+  std::string device;             // the device whose facts the model uses ("": the target's default; tune/target.h)
+  bool static_only = false;       // rank on the static model even where the device can run
   int jobs = 0;                   // parallel compiles (0: one per core)
   int confirm_pairs_per_block = 8;
   uint64_t seed = 1;
@@ -38,12 +42,13 @@ struct TuneOptions {
 struct Candidate {
   Params params;
   // "invalid" (the kernel's checks), "failed" (compile), "pruned" (static metrics), "incorrect",
-  // "dropped" (race), "tied", "winner", "ranked" (static-only, by static score)
+  // "dropped" (race), "tied", "winner", "ranked" (static-only, in the model's order)
   std::string status;
   std::string reason;
   std::map<std::string, double> metrics;
   double prior = 0;
   RaceEntry race;
+  std::optional<Estimate> estimate;  // the static model's (GPU candidates that compiled and were not pruned)
 };
 
 struct ShapeTune {
@@ -51,8 +56,9 @@ struct ShapeTune {
   Params default_params;          // the kernel's first built-in config
   std::vector<Candidate> candidates;
   std::optional<size_t> winner;   // index into candidates
-  bool static_only = false;       // no device: ranked on static metrics, nothing measured
+  bool static_only = false;       // ranked by the static model, nothing measured
   std::string static_only_reason;
+  std::string model;              // what ordered the candidates: the device facts used, or why the generic order
   int compiles = 0;               // compiles not served by the cache
   RaceResult race;                // rounds, looks, measuring time, stop
   double calibrate_s = 0;         // batch calibration of the survivors before the race (measuring time)
@@ -77,6 +83,11 @@ struct TuneRun {
 // Throws InputError naming the field for bad options (unknown kernel or parameter, empty space, budget
 // too small to measure anything); progress lines go to `log`.
 TuneRun run_tune(const TuneOptions& opts, Log& log = quiet_log());
+
+// The static stage alone over given points instead of the declared space (Triton's published configs, say):
+// each compiled once, pruned, then estimated and ranked per shape; nothing is measured. Points the kernel's
+// checks refuse stay as "invalid" with the reason.
+TuneRun rank_points(const TuneOptions& opts, const std::vector<Params>& points, Log& log = quiet_log());
 
 // The smallest --budget-s that measures anything: the race's first look for two candidates.
 double minimum_budget_s();

@@ -296,7 +296,7 @@ LaunchShape launch_shape(const std::string& kernel, const Params& p, DType dtype
   }
   if (triton::find_triton_spec(kernel)) {  // the cubin's metadata refines this (TritonLaunch)
     s.args = ArgStyle::Triton;
-    s.threads = int(32 * p.get_int_or("NUM_WARPS", 4));
+    s.threads = int(32 * p.get_int_or(triton::kNumWarps, 4));
     return s;
   }
   throw InputError(fmt::format("unknown CUDA kernel '{}'", kernel));

@@ -84,7 +84,12 @@ class Parser {
     }
     if (i_ < s_.size() && (isalpha((unsigned char)s_[i_]) || s_[i_] == '_')) {
       size_t j = i_;
-      while (j < s_.size() && (isalnum((unsigned char)s_[j]) || s_[j] == '_')) ++j;
+      // A name may be dotted (opt.num_warps: kbisect's compile options, docs/triton.md).
+      auto name_char = [&](size_t k) {
+        return isalnum((unsigned char)s_[k]) || s_[k] == '_' ||
+               (s_[k] == '.' && k + 1 < s_.size() && (isalpha((unsigned char)s_[k + 1]) || s_[k + 1] == '_'));
+      };
+      while (j < s_.size() && name_char(j)) ++j;
       const std::string name = s_.substr(i_, j - i_);
       i_ = j;
       if (eat("(")) return call(name);

@@ -12,7 +12,7 @@ namespace kb::triton {
 using Bindings = std::map<std::string, int64_t>;
 
 // Evaluates `text`; throws InputError naming the expression and what is wrong (an unknown name lists
-// the names bound, a division by zero names the divisor).
+// the names bound, a division by zero names the divisor). Names may be dotted: opt.num_warps.
 int64_t eval_int(const std::string& text, const Bindings& names);
 
 // The names an expression refers to (for checking a declaration before any value is known).

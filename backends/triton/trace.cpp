@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include "backends/triton/pysource.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 
@@ -80,37 +81,10 @@ std::string target_text(const json& md) {
   return fmt::format("{} {}", backend, text_of(arch));
 }
 
-// The parameter names of `def NAME(...)` in a Python source: what precedes each top-level ':' or '='.
+// The parameter names of `def NAME(...)` in a Python source.
 std::vector<std::string> python_params(const std::string& src, const std::string& fn) {
-  size_t at = std::string::npos;
-  for (size_t p = src.find("def " + fn); p != std::string::npos; p = src.find("def " + fn, p + 1)) {
-    size_t q = p + 4 + fn.size();
-    while (q < src.size() && src[q] == ' ') ++q;
-    if (q < src.size() && src[q] == '(') {
-      at = q + 1;
-      break;
-    }
-  }
   std::vector<std::string> out;
-  if (at == std::string::npos) return out;
-  int depth = 0;
-  std::string cur;
-  bool in_name = true;
-  for (size_t i = at; i < src.size(); ++i) {
-    const char c = src[i];
-    if (depth == 0 && (c == ',' || c == ')')) {
-      size_t b = cur.find_first_not_of(" \t\r\n*"), e = cur.find_last_not_of(" \t\r\n");
-      if (b != std::string::npos) out.push_back(cur.substr(b, e - b + 1));
-      cur.clear();
-      in_name = true;
-      if (c == ')') break;
-      continue;
-    }
-    if (c == '(' || c == '[' || c == '{') ++depth;
-    if (c == ')' || c == ']' || c == '}') --depth;
-    if (depth == 0 && (c == ':' || c == '=')) in_name = false;
-    if (in_name && c != '#') cur += c;
-  }
+  for (const auto& p : python_signature(src, fn)) out.push_back(p.name);
   return out;
 }
 
@@ -147,10 +121,25 @@ TraceCompilation parse_compilation(const json& ev, size_t line) {
   }
   c.params = python_params(c.python_source, c.kernel);
   if (auto sc = md.find("src_constants"); sc != md.end() && sc->is_object())
-    for (auto it = sc->begin(); it != sc->end(); ++it) c.constants.emplace_back(constant_name(it.key(), c.params), text_of(it.value()));
+    for (auto it = sc->begin(); it != sc->end(); ++it) c.constants.emplace_back(constant_name(it.key(), c.params), it.value().dump());
+  // The compile options a user may have set, where the compile did not take the release's default.
+  static const std::vector<std::pair<const char*, json>> defaults = {
+      {"num_ctas", 1}, {"maxnreg", nullptr}, {"enable_fp_fusion", true}, {"launch_cooperative_grid", false},
+      {"launch_pdl", false}, {"waves_per_eu", 0}, {"matrix_instr_nonkdim", 0}, {"kpack", 1}};
+  for (const auto& [k, dflt] : defaults)
+    if (auto o = md.find(k); o != md.end() && *o != dflt) c.options.emplace_back(k, o->dump());
   if (auto fc = p.find("file_content"); fc != p.end() && fc->is_object())
-    for (auto it = fc->begin(); it != fc->end(); ++it)
-      if (it.key().size() > 5 && it.key().ends_with(".ttir") && it.value().is_string()) c.ttir = it.value().get<std::string>();
+    for (auto it = fc->begin(); it != fc->end(); ++it) {
+      const std::string& key = it.key();
+      const size_t dot = key.rfind('.');
+      if (dot == std::string::npos || !it.value().is_string()) continue;
+      const std::string ext = key.substr(dot + 1);
+      if (ext == "ttir" || ext == "ttgir" || ext == "llir" || ext == "ptx" || ext == "amdgcn")
+        c.stages[ext] = it.value().get<std::string>();
+    }
+  if (auto s = c.stages.find("ttir"); s != c.stages.end()) c.ttir = s->second;
+  c.metadata_json = md.dump();
+  c.triton_version = str_or(md, "triton_version");
   return c;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,12 +37,20 @@ struct TraceCompilation {
   std::string kernel, hash, target;  // target: "cuda sm_90", "hip gfx942"
   int num_warps = 0, num_stages = 0;
   // Specialized arguments (src_constants): the parameter's name (or "#5" when the source cannot name it)
-  // and the value as text (1024, true, None, ...).
+  // and the value as tritonparse wrote it, in JSON (1024, 0.01, true, null, "leaky_relu",
+  // "triton.language.core.dtype('fp16')").
   std::vector<std::pair<std::string, std::string>> constants;
+  // Compile options the compile did not take at their usual default (num_ctas, maxnreg, enable_fp_fusion,
+  // ...): name and JSON value.
+  std::vector<std::pair<std::string, std::string>> options;
   std::vector<std::string> params;  // the function's parameters, from its source
   std::string python_source;        // the function (or the whole file, when tritonparse captured it)
   bool full_file = false;
   std::string ttir;                 // the TTIR, where the event has it: the compiled argument types
+  // Every stage the event carries (file_content), by stage: ttir, ttgir, llir, ptx, amdgcn; and the
+  // compile's metadata (the kernel JSON) as JSON text, and its Triton release ("" before 3.3's metadata).
+  std::map<std::string, std::string> stages;
+  std::string metadata_json, triton_version;
   std::vector<TraceLaunch> launches;
   size_t launch_events = 0;
 };

@@ -6,8 +6,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "backends/triton/trace.h"
+#include "backends/triton/triton_kernels.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 
@@ -72,12 +74,47 @@ std::string yaml_str(const std::string& s) {
   return plain ? s : "\"" + s + "\"";
 }
 
-std::string constexpr_value(const TraceCompilation& c, const std::string& name, const std::string& v) {
-  if (v == "true" || v == "True") return "true";
-  if (v == "false" || v == "False") return "false";
-  if (!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos) return v;
-  throw InputError(fmt::format("line {}: {} constexpr {} = {}: kbisect takes integer and boolean constexprs", c.line,
-                               c.kernel, name, v));
+// Triton's dtype names (str(tl.float16) == "fp16") and their attribute names in triton.language.
+std::string dtype_attribute(const std::string& triton_name) {
+  static const std::map<std::string, std::string> m = {
+      {"fp16", "float16"},     {"bf16", "bfloat16"},    {"fp32", "float32"},         {"fp64", "float64"},
+      {"i1", "int1"},          {"i8", "int8"},          {"i16", "int16"},            {"i32", "int32"},
+      {"i64", "int64"},        {"u8", "uint8"},         {"u16", "uint16"},           {"u32", "uint32"},
+      {"u64", "uint64"},       {"fp8e4nv", "float8e4nv"}, {"fp8e5", "float8e5"},     {"fp8e4b15", "float8e4b15"},
+      {"fp8e4b8", "float8e4b8"}, {"fp8e5b16", "float8e5b16"}};
+  auto it = m.find(triton_name);
+  return it == m.end() ? "" : it->second;
+}
+
+// A constant as tritonparse wrote it (JSON) -> its value with its kind. tritonparse writes a dtype as
+// "triton.language.core.dtype('fp16')" and a non-finite float as "inf", "-inf" or "nan".
+ParamValue constant_value(const TraceCompilation& c, const std::string& name, const std::string& text) {
+  const nlohmann::json v = nlohmann::json::parse(text, nullptr, false);
+  if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t(INT64_MAX)) return int64_t(v.get<uint64_t>());
+  if (v.is_number_float()) return v.get<double>();
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_null()) return NoneValue{};
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    const std::string pre = "triton.language.core.dtype('";
+    if (s.rfind(pre, 0) == 0 && s.size() > pre.size() + 2 && s.substr(s.size() - 2) == "')") {
+      const std::string attr = dtype_attribute(s.substr(pre.size(), s.size() - pre.size() - 2));
+      if (!attr.empty()) return DtypeValue{attr};
+    } else if (s == "inf" || s == "-inf" || s == "nan") {
+      return parse_param_value(s);
+    } else {
+      return s;
+    }
+  }
+  throw InputError(fmt::format("line {}: {} constexpr {} = {}: not a value kbisect can carry exactly (an integer, a "
+                               "float, a string, a bool, None or a Triton dtype)", c.line, c.kernel, name, text));
+}
+
+// A value as YAML that yaml_param_value reads back to the same value and kind: strings always quoted.
+std::string yaml_value(const ParamValue& v) {
+  if (auto s = std::get_if<std::string>(&v)) return nlohmann::json(*s).dump();
+  return to_string(v);
 }
 
 struct SigEntry {
@@ -252,6 +289,7 @@ ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, con
   for (const auto& x : t.compilations) per_kernel += x.kernel == c.kernel;
   ImportedKernel r;
   r.name = per_kernel > 1 ? fmt::format("{}_{}", c.kernel, c.index) : c.kernel;
+  if (is_builtin_kernel_name(r.name)) r.name += "_user";  // a kernel kbisect ships has that name: one that loads
   r.yaml_path = out_dir + "/" + r.name + ".yaml";
   r.py_path = out_dir + "/" + r.name + ".py";
   r.shapes = c.launches.size();
@@ -266,9 +304,13 @@ ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, con
     y += fmt::format("    - {{name: {}, type: {}{}}}\n", e.name, yaml_str(e.type), e.output ? ", output: true" : "");
     if (e.divisible) div.push_back(e.name);
   }
-  for (const auto& [n, v] : c.constants) cx.push_back(fmt::format("{}: {}", n, constexpr_value(c, n, v)));
+  for (const auto& [n, v] : c.constants) cx.push_back(fmt::format("{}: {}", n, yaml_value(constant_value(c, n, v))));
   if (!cx.empty()) y += fmt::format("  constexprs: {{{}}}\n", fmt::join(cx, ", "));
-  y += fmt::format("  num_warps: {}\n  num_stages: {}\n  divisible: [{}]\n", c.num_warps, c.num_stages, fmt::join(div, ", "));
+  y += fmt::format("  num_warps: {}\n  num_stages: {}\n", c.num_warps, c.num_stages);
+  std::vector<std::string> opts;
+  for (const auto& [k, v] : c.options) opts.push_back(fmt::format("{}: {}", k, yaml_value(constant_value(c, k, v))));
+  if (!opts.empty()) y += fmt::format("  options: {{{}}}\n", fmt::join(opts, ", "));
+  y += fmt::format("  divisible: [{}]\n", fmt::join(div, ", "));
   static const char* gn[] = {"grid_x", "grid_y", "grid_z"};
   std::vector<std::string> grid(gn, gn + grid_dims);
   y += fmt::format("  grid: [{}]{}\n", fmt::join(grid, ", "),

@@ -6,7 +6,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <cmath>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "backends/cache.h"
 #include "backends/triton/expr.h"
 #include "backends/triton/prebuilt.h"
+#include "backends/triton/user_kernel.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/hash.h"
@@ -130,6 +133,88 @@ json flag_options(const Toolchain& tc) {
   return o;
 }
 
+namespace {
+
+// A typed constexpr value as the driver reads it (kernels/triton/kb_triton_aot.py, typed_value).
+json constexpr_json(const ParamValue& v) {
+  if (auto i = std::get_if<int64_t>(&v)) return *i;
+  if (auto f = std::get_if<double>(&v)) return std::isfinite(*f) ? json(*f) : json{{"float", to_string(v)}};
+  if (auto b = std::get_if<bool>(&v)) return *b;
+  if (std::holds_alternative<NoneValue>(v)) return nullptr;
+  if (auto d = std::get_if<DtypeValue>(&v)) return {{"dtype", d->name}};
+  return std::get<std::string>(v);
+}
+
+bool is_pointer(const std::string& type) { return !type.empty() && type[0] == '*'; }
+
+// Without a shape to take values from (kbisect's own kernels, a compile-only case), each argument gets a
+// value of the kind and properties its declaration states: the JIT then specializes it as it would such a
+// value at a launch (16 is divisible by 16, 17 is not and is not 1; an i64 is a value past 32 bits).
+json representative_value(const TritonArg& a, const std::string& type, bool divisible) {
+  if (is_pointer(type)) return {{"tensor", type.substr(1)}, {"aligned", divisible}, {"bytes", int64_t(1) << 20}};
+  if (!tensordesc_block(type).empty()) {
+    const auto block = tensordesc_block(type);
+    std::vector<int64_t> shape, strides(block.size(), 1);
+    for (int64_t b : block) shape.push_back(4 * b);
+    for (size_t i = block.size() - 1; i-- > 0;) strides[i] = strides[i + 1] * shape[i + 1];
+    return {{"tensordesc", {{"dtype", tensor_element_type(type)}, {"shape", shape}, {"strides", strides},
+                            {"block", block}, {"bytes", int64_t(1) << 20}}}};
+  }
+  if (type == "fp32" || type == "fp64" || type == "fp16" || type == "bf16") return {{"float", 1.5}};
+  if (type == "i1") return {{"bool", true}};
+  const bool wide = type == "i64" || type == "u64";
+  const int64_t base = wide ? int64_t(1) << 32 : 16;
+  (void)a;
+  return {{"int", divisible ? base : base + 1}};
+}
+
+// An argument's value from the shape's launch arguments (a user kernel's file), as the JIT would see it.
+json launch_value(const TritonArg& a, const LaunchArgs& la) {
+  if (auto t = la.tensors.find(a.name); t != la.tensors.end()) {
+    const TensorArg& ta = t->second;
+    if (!tensordesc_block(a.type).empty())
+      return {{"tensordesc", {{"dtype", ta.dtype}, {"shape", ta.shape}, {"strides", ta.strides},
+                              {"block", tensordesc_block(a.type)}, {"bytes", ta.storage_bytes()},
+                              {"padding", ta.padding_nan ? "nan" : "zero"}}}};
+    return {{"tensor", ta.dtype}, {"aligned", true}, {"bytes", ta.storage_bytes()}};
+  }
+  if (auto i = la.ints.find(a.name); i != la.ints.end()) return a.type == "i1" ? json{{"bool", i->second != 0}} : json{{"int", i->second}};
+  if (auto r = la.reals.find(a.name); r != la.reals.end()) return {{"float", r->second}};
+  throw InputError(fmt::format("argument '{}' has no value in the shape's args", a.name));
+}
+
+const LaunchArgs* launch_args_of(const CompileRequest& req) {
+  const UserKernel* u = find_user_kernel(req.kernel->name);
+  if (!u || req.shape.label.empty()) return nullptr;
+  auto it = u->launches.find(req.shape.label);
+  return it == u->launches.end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+std::string jit_specialization_key(const CompileRequest& req) {
+  const LaunchArgs* la = launch_args_of(req);
+  const TritonSpec* spec = la ? find_triton_spec(req.kernel->name) : nullptr;
+  if (!spec) return "";
+  std::string key = "jit-classes-v1";
+  for (const auto& a : spec->args) {
+    if (a.type == "constexpr") continue;
+    key += ";" + a.name + ":";
+    if (auto t = la->tensors.find(a.name); t != la->tensors.end()) {
+      key += t->second.dtype + (t->second.storage_bytes() <= (int64_t(1) << 31) - 1 ? "S" : "");
+      if (!tensordesc_block(a.type).empty()) key += fmt::format("desc{}", t->second.padding_nan ? "nan" : "");
+    } else if (auto i = la->ints.find(a.name); i != la->ints.end()) {
+      const int64_t v = i->second;
+      if (a.type == "i1") key += v ? "true" : "false";
+      else if (v == 1) key += "=1";
+      else key += std::string(v >= -(int64_t(1) << 31) && v < (int64_t(1) << 31) ? "i32" : "i64") + (v % 16 == 0 ? "D" : "");
+    } else {
+      key += "f";
+    }
+  }
+  return key;
+}
+
 json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::string& out_dir) {
   const Toolchain& tc = *req.toolchain;
   const Target target = parse_target(tc);
@@ -138,26 +223,26 @@ json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::s
     if (std::holds_alternative<int64_t>(v)) b[name] = std::get<int64_t>(v);
   b["IEEE"] = req.dtype == DType::f32 ? 1 : 0;
   const bool aligned = req.params.get_int_or("ALIGNED", 1) != 0;
-  json sig = json::array(), divisible = json::array();
+  const LaunchArgs* la = launch_args_of(req);
+  json sig = json::array();
   for (const auto& a : spec.args) {
     json arg = {{"name", a.name}};
     if (a.type == "constexpr") {
       arg["type"] = "constexpr";
-      const int64_t v = eval_int(a.value, b);
-      if (a.name == "IEEE") arg["value"] = v != 0;
-      else arg["value"] = v;
-    } else if (a.type == "*A" || a.type == "*B") {
-      arg["type"] = "*" + triton_dtype(req.dtype);
+      if (req.params.has(a.name) && a.value == a.name) arg["value"] = {{"constexpr", constexpr_json(req.params.values().at(a.name))}};
+      else if (a.name == "IEEE") arg["value"] = {{"constexpr", eval_int(a.value, b) != 0}};
+      else arg["value"] = {{"constexpr", eval_int(a.value, b)}};
     } else {
-      arg["type"] = a.type;
+      arg["type"] = a.type == "*A" || a.type == "*B" ? "*" + triton_dtype(req.dtype) : a.type;
+      const bool divisible = a.divisible && (is_pointer(a.type) || aligned);
+      arg["value"] = la ? launch_value(a, *la) : representative_value(a, arg["type"], divisible);
     }
-    const bool pointer = a.type[0] == '*';
-    if (a.divisible && (pointer || aligned)) divisible.push_back(a.name);
     sig.push_back(arg);
   }
+  // Compile options: the toolchain's flags, then the kernel's own opt.* parameters over them.
   json options = flag_options(tc);
-  options["num_warps"] = req.params.get_int_or("NUM_WARPS", 4);
-  options["num_stages"] = req.params.get_int_or("NUM_STAGES", 3);
+  for (const auto& [name, v] : req.params.values())
+    if (is_option_param(name)) options[option_name(name)] = constexpr_json(v);
   json unsupported = json::array();
   for (const auto& u : spec.unsupported) {
     json r = {{"backend", u.backend}, {"reason", u.reason}};
@@ -179,7 +264,6 @@ json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::s
           {"function", spec.function},
           {"target", tj},
           {"signature", sig},
-          {"divisible", divisible},
           {"options", options},
           {"requires", spec.requires_features},
           {"unsupported", unsupported},
@@ -234,9 +318,13 @@ Compiled compile(const CompileRequest& req) {
   c.log = r.err + (file_exists(req.out_dir + "/ptxas.log") ? read_file(req.out_dir + "/ptxas.log") : "");
 
   // launch.json: the launcher's view (backends/cuda/triton_launch.h reads it).
+  // The parameters the binary takes are the ones the JIT left as arguments (an integer equal to 1 became a
+  // constant): the driver's list, in order.
+  std::set<std::string> kept;
+  for (const auto& n : v.value("params", json::array())) kept.insert(n.get<std::string>());
   json params = json::array();
   for (const auto& a : spec->args) {
-    if (a.type == "constexpr") continue;
+    if (a.type == "constexpr" || !kept.count(a.name)) continue;
     json p = {{"name", a.name}, {"value", a.value}};
     for (const auto& s : sj["signature"])
       if (s["name"] == a.name) p["type"] = s["type"];
@@ -244,7 +332,7 @@ Compiled compile(const CompileRequest& req) {
   }
   json constexprs = json::object();
   for (const auto& s : sj["signature"])
-    if (s["type"] == "constexpr") constexprs[s["name"].get<std::string>()] = s["value"];
+    if (s["type"] == "constexpr") constexprs[s["name"].get<std::string>()] = s["value"]["constexpr"];
   const auto& md = c.metadata;
   json launch = {{"format", "kbisect-triton-launch/1"},
                  {"entry", c.entry},

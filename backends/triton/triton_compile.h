@@ -40,8 +40,18 @@ struct Compiled {
 };
 Compiled compile(const CompileRequest& req);
 
-// The compile-driver spec for a request (also what `explain` and tests use to compile by hand).
+// The compile-driver spec for a request (also what `explain` and tests use to compile by hand): every
+// argument with the value the kernel is called with (a user kernel's shape's arguments, or, without one, a
+// value of the declared kind and divisibility), the typed constexprs, and the options (the toolchain's flags
+// and the kernel's opt.* parameters).
 nlohmann::json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::string& out_dir);
+
+// What of a user kernel's shape decides how Triton's JIT specializes it: per argument, an integer's class (equal
+// to 1; i32 or i64; divisible by 16), a tensor's dtype and whether its storage fits a 32-bit pointer range
+// (AMD buffer ops). Every release from 3.2 on specializes on these and nothing else, so two shapes with the
+// same classes compile to the same kernel. "" for any other kernel, or a case without a shape's arguments;
+// part of the compile cache's key.
+std::string jit_specialization_key(const CompileRequest& req);
 
 // The identity of a Triton toolchain: the Triton version and git hash, libtriton's and the bundled
 // ptxas' SHA-256, the Python, the target, the options (flags), the toolchain's environment and the

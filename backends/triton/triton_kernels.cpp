@@ -19,11 +19,11 @@ Reason check_blocks(const Params& p, DType d, const std::string& target) {
     if (!pow2(v) || v < 16 || v > 256) return fmt::format("{}={} must be a power of two in 16..256", n, v);
   }
   if (int64_t g = p.get_int("GROUP_M"); g < 1) return fmt::format("GROUP_M={} must be at least 1", g);
-  if (int64_t w = p.get_int("NUM_WARPS"); !pow2(w) || w > 16) return fmt::format("NUM_WARPS={} must be 1, 2, 4, 8 or 16", w);
-  if (int64_t s = p.get_int("NUM_STAGES"); s < 1 || s > 8) return fmt::format("NUM_STAGES={} must be in 1..8", s);
+  if (int64_t w = p.get_int(kNumWarps); !pow2(w) || w > 16) return fmt::format("{}={} must be 1, 2, 4, 8 or 16", kNumWarps, w);
+  if (int64_t s = p.get_int(kNumStages); s < 1 || s > 8) return fmt::format("{}={} must be in 1..8", kNumStages, s);
   const int64_t bytes = int64_t(dtype_bytes(d));
-  const int64_t smem = p.get_int("NUM_STAGES") * (p.get_int("BLOCK_M") + p.get_int("BLOCK_N")) * p.get_int("BLOCK_K") * bytes;
-  if (smem > 232448) return fmt::format("NUM_STAGES x (BLOCK_M + BLOCK_N) x BLOCK_K x {} B = {} B of shared memory "
+  const int64_t smem = p.get_int(kNumStages) * (p.get_int("BLOCK_M") + p.get_int("BLOCK_N")) * p.get_int("BLOCK_K") * bytes;
+  if (smem > 232448) return fmt::format("opt.num_stages x (BLOCK_M + BLOCK_N) x BLOCK_K x {} B = {} B of shared memory "
                                         "exceeds the 227 KiB a block can have", bytes, smem);
   (void)target;
   return std::nullopt;
@@ -58,8 +58,8 @@ KernelDeclBuilder common(const std::string& backend, const std::string& name, co
       .int_param("BLOCK_N", 128, "columns of C per program")
       .int_param("BLOCK_K", 64, "depth of one tl.dot step")
       .int_param("GROUP_M", 8, "tile rows visited together (grouped program order)")
-      .int_param("NUM_WARPS", 8, "num_warps (32 threads each)")
-      .int_param("NUM_STAGES", 3, "num_stages (software pipelining depth)")
+      .int_param(kNumWarps, 8, "Triton's num_warps option (32 threads each)")
+      .int_param(kNumStages, 3, "Triton's num_stages option (software pipelining depth)")
       .int_param("ALIGNED", 1, "1: M, N, K and the leading strides are compiled as divisible by 16")
       .dtypes({DType::f16, DType::bf16, DType::f32})
       .tolerance({2, std::nullopt}, "tl.dot on tensor cores (fp32 operands with input_precision=ieee)")
@@ -67,8 +67,8 @@ KernelDeclBuilder common(const std::string& backend, const std::string& name, co
       .tunable("BLOCK_N", {64, 128, 256})
       .tunable("BLOCK_K", {32, 64, 128})
       .tunable("GROUP_M", {1, 4, 8})
-      .tunable("NUM_WARPS", {4, 8})
-      .tunable("NUM_STAGES", {2, 3, 4, 5})
+      .tunable(kNumWarps, {4, 8})
+      .tunable(kNumStages, {2, 3, 4, 5})
       .check_params(check_blocks);
   return b;
 }
@@ -121,7 +121,7 @@ const std::vector<std::pair<std::string, TritonSpec>>& specs() {
     TritonSpec ws;
     ws.function = "matmul_ws";
     auto wcx = tiles;
-    wcx.push_back({"NUM_STAGES", "constexpr", "NUM_STAGES", false});
+    wcx.push_back({"NUM_STAGES", "constexpr", kNumStages, false});  // the kernel's tl.range(num_stages=...)
     wcx.push_back(ieee);
     ws.args = strided_args(wcx);
     ws.grid = tiled.grid;
@@ -142,6 +142,16 @@ bool is_builtin_triton_kernel(const std::string& kernel) {
   return false;
 }
 
+bool is_builtin_kernel_name(const std::string& name) {
+  // The C++ backends' kernels, whichever backends this binary was built with (a test checks this list
+  // against every backend's declarations).
+  static const char* const native[] = {"matmul_tiled", "matmul_pipelined", "matmul_ws_sm80", "matmul_ws_sm90",
+                                       "matmul_ws", "cublas"};
+  for (const char* n : native)
+    if (name == n) return true;
+  return is_builtin_triton_kernel(name);
+}
+
 const TritonSpec* find_triton_spec(const std::string& kernel) {
   for (const auto& [name, spec] : specs())
     if (name == kernel) return &spec;
@@ -154,7 +164,7 @@ std::vector<KernelDecl> triton_kernel_decls(const std::string& backend) {
   KernelDecl tiled = common(backend, "triton_matmul_tiled",
                             "Triton: one program per C tile in grouped order, tl.dot over K tiles")
                          .defaults_config("default")
-                         .config("small", {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}, {"NUM_WARPS", 4}})
+                         .config("small", {{"BLOCK_M", 64}, {"BLOCK_N", 64}, {"BLOCK_K", 32}, {kNumWarps, 4}})
                          .check_shape(shape_fits);
   KernelDecl persistent = common(backend, "triton_matmul_persistent",
                                  "Triton: persistent programs over the tiles, operands through device-side "

@@ -43,10 +43,24 @@ struct TritonSpec {
   std::string expect_ttgir, expect_reason;
 };
 
+// kbisect's Triton compile options have a namespace of their own in a kernel's parameters: "opt." and the
+// option as Triton spells it (opt.num_warps, opt.num_stages, opt.num_ctas, opt.maxnreg, opt.enable_fp_fusion,
+// any option the release accepts). A Python identifier never holds a '.', so no constexpr of a kernel (a
+// NUM_STAGES, a num_warps) can take one of these names or be taken for one.
+inline constexpr const char* kOptionPrefix = "opt.";
+inline constexpr const char* kNumWarps = "opt.num_warps";
+inline constexpr const char* kNumStages = "opt.num_stages";
+inline bool is_option_param(const std::string& name) { return name.rfind(kOptionPrefix, 0) == 0 && name.size() > 4; }
+// "opt.num_warps" -> "num_warps".
+inline std::string option_name(const std::string& param) { return param.substr(4); }
+
 // The Triton kernels declared for `backend` ("cuda" or "hip"): the same declarations, one per backend.
 std::vector<KernelDecl> triton_kernel_decls(const std::string& backend);
 // Whether `kernel` is one of kbisect's own Triton kernels (not a user's).
 bool is_builtin_triton_kernel(const std::string& kernel);
+// Whether `name` is the exact name of a kernel kbisect ships on any backend (cpu, cuda, hip, or Triton), built
+// into this binary or not: a user's kernel may not take it. Names are reserved exactly (matmul_kernel is free).
+bool is_builtin_kernel_name(const std::string& name);
 // The spec of a Triton kernel by name, kbisect's own or a loaded user kernel's; nullptr when it is neither.
 const TritonSpec* find_triton_spec(const std::string& kernel);
 

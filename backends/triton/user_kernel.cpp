@@ -9,6 +9,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "backends/kernel_decl.h"
+#include "backends/param_yaml.h"
+#include "backends/triton/pysource.h"
 #include "backends/triton/expr.h"
 #include "core/error.h"
 #include "core/fsutil.h"
@@ -127,8 +129,8 @@ UserKernel parse(const std::string& path, const YAML::Node& root) {
   const YAML::Node t = root["triton_kernel"];
   if (!t.IsMap()) cx.fail(t, "'triton_kernel' must be a mapping");
   check_yaml_keys(cx, t, "triton_kernel", {"name", "source", "function", "signature", "constexprs", "num_warps",
-                                           "num_stages", "divisible", "grid", "space", "flops", "bytes", "description",
-                                           "tolerance"});
+                                           "num_stages", "options", "divisible", "grid", "space", "flops", "bytes",
+                                           "description", "tolerance"});
   for (const char* f : {"name", "source", "function", "signature", "grid"})
     if (!t[f]) cx.fail(t, fmt::format("triton_kernel is missing field '{}'", f));
   UserKernel k;
@@ -177,7 +179,73 @@ UserKernel parse(const std::string& path, const YAML::Node& root) {
   return k;
 }
 
-// The declaration: constexprs and num_warps / num_stages as parameters with the file's values as defaults.
+// A constexpr's value: the file's `constexprs:` entry, typed as written; else the literal default of the
+// function's parameter, which the JIT would apply.
+ParamValue constexpr_value(const YamlCtx& cx, const YAML::Node& t, const UserKernel& k, const std::vector<PyParam>& py,
+                           const std::string& name) {
+  const YAML::Node values = t["constexprs"];
+  if (values && values[name]) return yaml_param_value(cx, values[name], "constexprs." + name);
+  for (const auto& p : py) {
+    if (p.name != name) continue;
+    if (p.default_text.empty()) break;
+    if (auto v = python_literal(p.default_text)) return *v;
+    cx.fail(t["signature"], fmt::format("constexpr '{}' has no value in 'constexprs', and its default in {} ({} = {}) is "
+                                        "not a literal kbisect can carry: give its value", name, k.spec.source, name,
+                                        p.default_text));
+  }
+  cx.fail(values ? values : t["signature"], fmt::format("constexpr '{}' has no value in 'constexprs' (and {}() gives it "
+                                                        "no default)", name, k.spec.function));
+}
+
+// Triton's compile options: `num_warps`, `num_stages` and `options: {name: value}` become the parameters
+// opt.<name> (triton_kernels.h), never confused with a constexpr of any name.
+void declare_options(const YamlCtx& cx, const YAML::Node& t, KernelDeclBuilder& b, std::set<std::string>& declared) {
+  auto declare = [&](const std::string& opt, const YAML::Node& n, ParamValue dflt) {
+    ParamValue v = n ? yaml_param_value(cx, n, opt) : std::move(dflt);
+    if (!declared.insert(std::string(kOptionPrefix) + opt).second)
+      cx.fail(n, fmt::format("option '{}' is given twice (as '{}:' and under 'options:')", opt, opt));
+    b.param(std::string(kOptionPrefix) + opt, ParamKind::Any, v, "Triton compile option " + opt);
+  };
+  for (const char* f : {"num_warps", "num_stages"}) {
+    const YAML::Node n = t[f];
+    if (n && !std::holds_alternative<int64_t>(yaml_param_value(cx, n, f)))
+      cx.fail(n, fmt::format("{} = '{}' is not an integer", f, n.Scalar()));
+    declare(f, n, int64_t(std::string(f) == "num_warps" ? 4 : 3));
+  }
+  if (const YAML::Node o = t["options"]) {
+    if (!o.IsMap()) cx.fail(o, "'options' must be a mapping of Triton compile options to values (num_ctas: 2, maxnreg: 128)");
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      const std::string name = it->first.as<std::string>();
+      if (!valid_name(name)) cx.fail(it->first, fmt::format("options.{}: not a Triton option name", name));
+      declare(name, it->second, {});
+    }
+  }
+}
+
+// `space:` keys are constexprs or opt.<option>; NUM_WARPS / NUM_STAGES of old files are named as what they now are.
+void declare_space(const YamlCtx& cx, const YAML::Node& sp, const UserKernel& k, const std::set<std::string>& options,
+                   KernelDeclBuilder& b) {
+  if (!sp.IsMap()) cx.fail(sp, "'space' must be a mapping of parameter names to value lists");
+  for (auto it = sp.begin(); it != sp.end(); ++it) {
+    const std::string name = it->first.as<std::string>();
+    bool constexpr_ = false;
+    for (const auto& a : k.spec.args) constexpr_ |= a.type == "constexpr" && a.name == name;
+    if (!constexpr_ && !options.count(name)) {
+      std::string hint = is_option_param(name) ? fmt::format(" (declare the option first: options: {{{}: ...}})", option_name(name))
+                                               : "";
+      if (name == "NUM_WARPS" || name == "NUM_STAGES")
+        hint = fmt::format(": kbisect's compile options are named opt.num_warps and opt.num_stages ({} is not a constexpr "
+                           "of {})", name, k.spec.function);
+      cx.fail(it->first, fmt::format("space.{}: not a constexpr of the kernel nor a declared option{}", name, hint));
+    }
+    if (!it->second.IsSequence() || it->second.size() == 0) cx.fail(it->second, fmt::format("space.{} must be a non-empty list", name));
+    std::vector<ParamValue> vals;
+    for (const auto& v : it->second) vals.push_back(yaml_param_value(cx, v, "space." + name));
+    b.tunable_values(name, vals);
+  }
+}
+
+// The declaration: the constexprs and the compile options as parameters, with the file's values as defaults.
 KernelDecl make_decl(const YAML::Node& t, const YamlCtx& cx, const UserKernel& k, const std::string& backend) {
   KernelDeclBuilder b(backend, k.name);
   b.source(k.spec.source, {kDriverSource, k.file});
@@ -185,48 +253,19 @@ KernelDecl make_decl(const YAML::Node& t, const YamlCtx& cx, const UserKernel& k
                                  : fmt::format("user Triton kernel {} ({})", k.spec.function, k.file));
   const YAML::Node cx_values = t["constexprs"];
   if (cx_values && !cx_values.IsMap()) cx.fail(cx_values, "'constexprs' must be a mapping of names to values");
-  for (const auto& a : k.spec.args) {
-    if (a.type != "constexpr") continue;
-    if (!cx_values || !cx_values[a.name]) cx.fail(t["signature"], fmt::format("constexpr '{}' has no value in 'constexprs'", a.name));
-    const std::string v = yaml_scalar(cx, cx_values[a.name], "constexprs." + a.name);
-    int64_t iv = 0;
-    if (v == "true" || v == "True") iv = 1;
-    else if (v == "false" || v == "False") iv = 0;
-    else {
-      try {
-        iv = std::stoll(v);
-      } catch (const std::exception&) {
-        cx.fail(cx_values[a.name], fmt::format("constexprs.{} = '{}': kbisect takes integer and boolean constexprs", a.name, v));
-      }
-    }
-    b.int_param(a.name, iv, "constexpr of " + k.spec.function);
+  const std::vector<PyParam> py = python_signature(read_file(k.spec.source), k.spec.function);
+  for (const auto& a : k.spec.args)
+    if (a.type == "constexpr") b.param(a.name, ParamKind::Any, constexpr_value(cx, t, k, py, a.name), "constexpr of " + k.spec.function);
+  for (auto it = cx_values ? cx_values.begin() : YAML::const_iterator(); cx_values && it != cx_values.end(); ++it) {
+    bool known = false;
+    for (const auto& a : k.spec.args) known |= a.type == "constexpr" && a.name == it->first.as<std::string>();
+    if (!known) cx.fail(it->first, fmt::format("constexprs.{}: not a constexpr of the signature", it->first.as<std::string>()));
   }
-  auto opt = [&](const char* f, int64_t dflt) {
-    if (!t[f]) return dflt;
-    const std::string v = yaml_scalar(cx, t[f], f);
-    try {
-      return int64_t(std::stoll(v));
-    } catch (const std::exception&) {
-      cx.fail(t[f], fmt::format("{} = '{}' is not an integer", f, v));
-    }
-  };
-  b.int_param("NUM_WARPS", opt("num_warps", 4), "num_warps");
-  b.int_param("NUM_STAGES", opt("num_stages", 3), "num_stages");
+  std::set<std::string> options;
+  declare_options(cx, t, b, options);
   b.dtypes({file_dtype(k.spec)});
   b.defaults_config("file");
-  if (const YAML::Node sp = t["space"]) {
-    if (!sp.IsMap()) cx.fail(sp, "'space' must be a mapping of parameter names to value lists");
-    for (auto it = sp.begin(); it != sp.end(); ++it) {
-      const std::string name = it->first.as<std::string>();
-      std::vector<int64_t> vals;
-      if (!it->second.IsSequence()) cx.fail(it->second, fmt::format("space.{} must be a list", name));
-      for (const auto& v : it->second) vals.push_back(int64_t(yaml_number(cx, v, "space." + name)));
-      bool known = name == "NUM_WARPS" || name == "NUM_STAGES";
-      for (const auto& a : k.spec.args) known |= a.type == "constexpr" && a.name == name;
-      if (!known) cx.fail(it->first, fmt::format("space.{}: not a constexpr of the kernel, NUM_WARPS or NUM_STAGES", name));
-      b.tunable(name, vals);
-    }
-  }
+  if (const YAML::Node sp = t["space"]) declare_space(cx, sp, k, options, b);
   KernelDecl d = b;
   d.language = "triton";
   return d;
@@ -265,7 +304,7 @@ UserKernel parse_user_kernel(const std::string& path) {
 
 const UserKernel& load_user_kernel(const std::string& path) {
   UserKernel k = parse_user_kernel(path);
-  if (is_builtin_triton_kernel(k.name) || k.name.rfind("matmul_", 0) == 0 || k.name == "cublas")
+  if (is_builtin_kernel_name(k.name))
     throw InputError(fmt::format("{}: kernel name '{}' is taken by a built-in kernel", path, k.name));
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -292,10 +331,8 @@ std::vector<const KernelDecl*> user_kernel_decls(const std::string& backend) {
 double user_kernel_work(const UserKernel& k, const std::string& expr, const Shape& shape, const Params& params) {
   if (expr.empty()) return 0;
   Bindings names(shape.values.begin(), shape.values.end());
-  for (const auto& a : k.spec.args)
-    if (a.type == "constexpr" && params.has(a.name)) names[a.name] = params.get_int(a.name);
-  for (const char* p : {"NUM_WARPS", "NUM_STAGES"})
-    if (params.has(p)) names[p] = params.get_int(p);
+  for (const auto& [name, v] : params.values())  // the integer constexprs and options (opt.num_warps, ...)
+    if (auto i = std::get_if<int64_t>(&v)) names[name] = *i;
   try {
     return double(eval_int(expr, names));
   } catch (const InputError&) {

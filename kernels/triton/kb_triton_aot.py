@@ -3,18 +3,17 @@
 #
 #     python kb_triton_aot.py SPEC.json
 #
-# SPEC names a kernel (source file + function), the signature it is compiled with, its constexpr
-# values, the arguments assumed divisible by 16, the target and the options (docs/triton.md). The driver
-# compiles with triton.compile for that explicit target (no GPU, no driver), writes every stage into
-# SPEC.out_dir (kernel.ttir, .ttgir, .llir, .ptx or .amdgcn, .cubin or .hsaco, kernel.json: the
-# metadata) and prints one JSON line last on stdout: {"status": "ok" | "skipped" | "failed" | "broken",
-# "reason": ..., ...}. Exit status: 0 ok, 3 skipped (the release or target cannot take the kernel),
-# 1 failed (the compiler rejected it), 2 broken (Triton cannot be imported, or the spec is bad).
-#
-# The releases differ in how a kernel is specialized, and the driver speaks each dialect:
-#   3.0-3.2   ASTSource(fn, signature={non-constexpr args}, constants={name: value}, attrs=AttrsDescriptor)
-#   3.3+      ASTSource(fn, signature={every arg, constexprs typed "constexpr"}, constexprs={(i,): value},
-#             attrs={(i,): [["tt.divisibility", 16], ...]})
+# SPEC names a kernel (source file + function), every argument's value, the target and the compile options
+# (docs/triton.md). The driver compiles the way a user's own Triton does: through the release's JIT
+# (`fn.warmup(*args, grid=...)`), which specializes the arguments as it would at a launch (an integer equal
+# to 1 becomes a constant, integers and pointers divisible by 16 get tt.divisibility, do_not_specialize,
+# constexpr defaults, the AMD pointer range), told the explicit target instead of asking a GPU. Tensors are
+# objects that answer what the JIT asks of one (data_ptr, dtype, ptr_range). It writes every stage into
+# SPEC.out_dir (kernel.ttir, .ttgir, .llir, .ptx or .amdgcn, .cubin or .hsaco, kernel.json: the metadata,
+# specialization.json: how the JIT specialized each argument) and prints one JSON line last on stdout:
+# {"status": "ok" | "skipped" | "failed" | "broken", "reason": ..., ...}. Exit status: 0 ok, 3 skipped (the
+# release or target cannot take the kernel), 1 failed (the compiler rejected it), 2 broken (Triton cannot be
+# imported, or the spec is bad).
 import contextlib
 import importlib.util
 import inspect
@@ -77,57 +76,169 @@ def load_function(path, name):
     return getattr(module, name)
 
 
-class _Pointer:
-    """What the 3.0-3.2 attribute deduction sees of a tensor argument: its address and its range."""
+class _DType:
+    """An element type as a tensor's `dtype` shows it to the JIT: str() gives Triton's name (fp16, bf16, fp32,
+    i32, ...), which the JIT canonicalizes; itemsize and is_floating_point for host tensor descriptors."""
 
-    def __init__(self, aligned):
+    def __init__(self, name):
+        self.name = name
+        bits = 8 if name.startswith("fp8") or name == "i1" else int("".join(c for c in name if c.isdigit()) or 32)
+        self.itemsize = max(1, bits // 8)
+        self.is_floating_point = name.startswith(("fp", "bf"))
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return self.name
+
+    def __eq__(self, other):
+        return isinstance(other, _DType) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("kb_dtype", self.name))
+
+
+class _Tensor:
+    """What the JIT reads of a tensor argument: its address (for the 16-byte divisibility), its dtype and, on
+    AMD with buffer ops, the size of its storage (the 32-bit pointer range)."""
+
+    def __init__(self, dtype, aligned, nbytes):
+        self.dtype = _DType(dtype)
         self._aligned = aligned
+        self._bytes = nbytes
 
     def data_ptr(self):
-        return 1 << 20 if self._aligned else (1 << 20) + 2
+        return (1 << 20) if self._aligned else (1 << 20) + 2
 
     def ptr_range(self):
-        return 1 << 20
+        return self._bytes
 
 
-def make_source_old(compiler, backend, fn, args, divisible):
-    """3.0-3.2: signature without constexprs, constants by name, an AttrsDescriptor of the backend."""
-    signature = {a["name"]: a["type"] for a in args if a["type"] != "constexpr"}
-    constants = {a["name"]: a["value"] for a in args if a["type"] == "constexpr"}
-    values = []
-    for a in args:
-        if a["type"] == "constexpr":
-            values.append(a["value"])
-        elif a["type"].startswith("*"):
-            values.append(_Pointer(a["name"] in divisible))
-        else:  # a scalar: 16 stands for "divisible by 16", 17 for a value with no property (never 1)
-            values.append(16 if a["name"] in divisible else 17)
-    attrs = backend.get_attrs_descriptor(fn.params, values)
-    return compiler.ASTSource(fn, signature, constants, attrs)
+def typed_value(v, tl):
+    """A constexpr's value from the spec's JSON: ints, floats, bools, None and strings as themselves, a dtype
+    as {"dtype": "float16"} (tl.float16 of this release), a non-finite float as {"float": "inf"}."""
+    if isinstance(v, dict) and set(v) == {"dtype"}:
+        d = getattr(tl, v["dtype"], None)
+        if not isinstance(d, tl.dtype):
+            raise ValueError(f"tl.{v['dtype']} is not a dtype of this Triton")
+        return d
+    if isinstance(v, dict) and set(v) == {"float"}:
+        return float(v["float"])
+    return v
 
 
-def make_source_new(compiler, backend, fn, args, divisible, target_backend):
-    """3.3+: every argument in the signature, constexprs by index, attributes as parsed specialisations."""
-    signature = {a["name"]: a["type"] for a in args}
-    constexprs = {(i,): a["value"] for i, a in enumerate(args) if a["type"] == "constexpr"}
-    buffer_ops = False
-    if target_backend == "hip":
-        try:
-            from triton import knobs  # 3.4+
-            buffer_ops = bool(knobs.amd.use_buffer_ops)
-        except (ImportError, AttributeError):
-            use = getattr(type(backend), "use_buffer_ops", None)
-            buffer_ops = bool(use()) if callable(use) else False
-    attrs = {}
-    for i, a in enumerate(args):
-        if a["type"] == "constexpr":
-            continue
-        desc = "D" if a["name"] in divisible else ""
-        if buffer_ops and a["type"].startswith("*"):
-            desc += "S"
-        if desc:
-            attrs[(i,)] = backend.parse_attr(desc)
-    return compiler.ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
+def jit_value(arg, tl):
+    """The Python value the kernel is called with for one argument of the spec."""
+    v = arg["value"]
+    if "constexpr" in v:
+        return typed_value(v["constexpr"], tl)
+    if "tensor" in v:
+        return _Tensor(v["tensor"], v.get("aligned", True), v.get("bytes", 1 << 20))
+    if "tensordesc" in v:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # 3.4+
+        d = v["tensordesc"]
+        base = _Tensor(d["dtype"], True, d.get("bytes", 1 << 20))
+        return TensorDescriptor(base, list(d["shape"]), list(d["strides"]), list(d["block"]), d.get("padding", "zero"))
+    if "int" in v:
+        return int(v["int"])
+    if "float" in v:
+        return float(v["float"])
+    if "bool" in v:
+        return bool(v["bool"])
+    raise ValueError(f"argument {arg['name']}: no value kbisect knows ({v})")
+
+
+class _TargetDriver:
+    """The JIT asks its active driver for the device, the stream and the target; kbisect answers with the
+    toolchain's target, so no GPU and no driver library are needed. Nothing is launched (warmup)."""
+
+    def __init__(self, target):
+        self._target = target
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return self._target
+
+    def is_active(self):
+        return True
+
+
+def torch_importable():
+    """Triton's AMD backend imports torch before it asks an argument for its ptr_range() (which it consults
+    first); where the toolchain's Python has no torch, an empty module of that name lets the import succeed.
+    No torch code runs: the arguments here are never torch tensors."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        import types
+        shim = types.ModuleType("torch")
+        shim.Tensor = type("Tensor", (), {})
+        sys.modules["torch"] = shim
+
+
+def jit_view(src, fn):
+    """How the JIT specialized each argument: {name: {"type", "constant"?, "attrs"?}} from its ASTSource."""
+    names = list(fn.arg_names)
+    consts = {}
+    for k, val in dict(getattr(src, "constants", {}) or {}).items():
+        if isinstance(k, tuple) and len(k) == 1 and isinstance(k[0], int):
+            k = names[k[0]]
+        consts[k] = val
+    attrs = getattr(src, "attrs", None)
+    per_arg = {}
+    if isinstance(attrs, dict):
+        for k, val in attrs.items():
+            if isinstance(k, tuple) and len(k) == 1:
+                per_arg[names[k[0]]] = val
+    elif attrs is not None:  # 3.0-3.2: an AttrsDescriptor
+        props = getattr(attrs, "arg_properties", {}) or {}
+        for prop, idxs in props.items():
+            for i in idxs:
+                per_arg.setdefault(names[i], []).append([prop, 16 if "divisib" in prop else 1])
+    view = {}
+    for n in names:
+        t = src.signature.get(n, "constexpr") if isinstance(src.signature, dict) else "constexpr"
+        e = {"type": str(t)}
+        if n in consts:
+            c = consts[n]
+            e["constant"] = c if isinstance(c, (int, float, str, bool)) or c is None else str(c)
+        if n in per_arg:
+            e["attrs"] = [list(x) for x in per_arg[n]]
+        view[n] = e
+    return view
+
+
+def same_type(declared, jit):
+    if declared == jit:
+        return True
+    norm = lambda t: t.replace("*k", "*").replace("u1", "i1")
+    return norm(declared) == norm(jit)
+
+
+def check_view(spec_args, view, fn_name):
+    """The declared signature against the JIT's: a refusal naming the argument when they differ."""
+    for a in spec_args:
+        v = view.get(a["name"], {})
+        jit_const = "constant" in v or v.get("type") == "constexpr"
+        if a["type"] == "constexpr" and not jit_const:
+            return (f"{fn_name}: '{a['name']}' is declared constexpr, but Triton's JIT compiled it as "
+                    f"{v.get('type')}: it is not a tl.constexpr of the function, and the JIT makes an integer "
+                    f"argument a constant only when it is 1")
+        if a["type"] != "constexpr" and not jit_const and not same_type(a["type"], v.get("type", "")):
+            return (f"{fn_name}: '{a['name']}' is declared {a['type']}, but Triton's JIT types its value "
+                    f"{jit_value_text(a)} as {v.get('type')}")
+    return None
+
+
+def jit_value_text(arg):
+    v = arg["value"]
+    return json.dumps(next(iter(v.values()))) if isinstance(v, dict) and v else "?"
 
 
 @contextlib.contextmanager
@@ -168,23 +279,50 @@ def identify():
          libtriton=lib if os.path.exists(lib) else "", ptxas=ptxas if os.path.exists(ptxas) else "")
 
 
+def load_spec(path):
+    with open(path) as f:
+        spec = json.load(f)
+    os.makedirs(spec["out_dir"], exist_ok=True)
+    # A private Triton cache: every compile really runs, and nothing is left in ~/.triton.
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(spec["out_dir"], "triton-cache")
+    return spec
+
+
+@contextlib.contextmanager
+def explicit_options(compiler, explicit, seen):
+    """The JIT compiles with the options its call was given (the keyword arguments that are not parameters).
+    An option whose name is also a parameter's (a constexpr named num_stages) cannot be given so: the JIT
+    would take the keyword for the parameter. Those are set here on the options the JIT hands to compile,
+    so the constexpr and the option keep their own values, as triton.compile takes them. `seen` gets the
+    ASTSource the JIT built (its specialization)."""
+    real = compiler.compile
+
+    def compile_with(src, target=None, options=None, **kw):
+        seen["src"] = src
+        options = dict(options or {})
+        options.update(explicit)
+        return real(src, target=target, options=options, **kw)
+
+    compiler.compile = compile_with
+    try:
+        yield
+    finally:
+        compiler.compile = real
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--identify":
         identify()
     if len(sys.argv) != 2:
         emit("broken", 2, reason="usage: kb_triton_aot.py SPEC.json | --identify")
-    with open(sys.argv[1]) as f:
-        spec = json.load(f)
+    spec = load_spec(sys.argv[1])
     out_dir = spec["out_dir"]
-    os.makedirs(out_dir, exist_ok=True)
-    # A private Triton cache: every compile really runs, and nothing is left in ~/.triton.
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(out_dir, "triton-cache")
     try:
         import triton
         import triton.language as tl
         from triton import compiler
         from triton.backends.compiler import GPUTarget
-        from triton.compiler.compiler import make_backend
+        from triton.runtime.driver import driver
     except Exception as e:  # noqa: BLE001 - any import failure means this Triton is unusable
         emit("broken", 2, reason=f"cannot import triton with {sys.executable}: {type(e).__name__}: {e}")
     version = triton.__version__
@@ -209,27 +347,27 @@ def main():
     except Exception as e:  # noqa: BLE001
         emit("failed", 1, reason=f"{spec['source']}: {type(e).__name__}: {e}", **ident)
     args = spec["signature"]
-    divisible = set(spec.get("divisible", []))
     names = [a["name"] for a in args]
     if getattr(fn, "arg_names", names) != names:
         emit("broken", 2, reason=f"{spec['function']}: signature {names} does not match the kernel's "
              f"arguments {list(fn.arg_names)}", **ident)
     try:
-        backend = make_backend(target)
-        if version_tuple(version) < (3, 3):
-            src = make_source_old(compiler, backend, fn, args, divisible)
-        else:
-            src = make_source_new(compiler, backend, fn, args, divisible, t["backend"])
-    except Exception as e:  # noqa: BLE001
-        emit("failed", 1, reason=f"cannot specialize {spec['function']} on triton {version}: "
-             f"{type(e).__name__}: {e}", **ident)
+        values = [jit_value(a, tl) for a in args]
+    except Exception as e:  # noqa: BLE001 - a value this release cannot take (tl.float8e4b8 on an old one)
+        emit("failed", 1, reason=f"triton {version}: {spec['function']}: {type(e).__name__}: {e}", **ident)
+    options = dict(spec.get("options", {}))
+    by_keyword = {k: v for k, v in options.items() if k not in names}
+    explicit = {k: v for k, v in options.items() if k in names}
+    driver.set_active(_TargetDriver(target))
+    if t["backend"] == "hip":
+        torch_importable()
 
-    ptxas = {}
+    ptxas, seen = {}, {}
     captured = io.StringIO()
     t0 = time.monotonic()
     try:
-        with capture_ptxas(ptxas), contextlib.redirect_stdout(captured):
-            compiled = triton.compile(src, target=target, options=dict(spec.get("options", {})))
+        with capture_ptxas(ptxas), explicit_options(compiler, explicit, seen), contextlib.redirect_stdout(captured):
+            compiled = fn.warmup(*values, grid=(1,), **by_keyword)
     except Exception as e:  # noqa: BLE001 - the compiler's own error is the case's reason
         text = f"{type(e).__name__}: {e}"
         first = next((line.strip() for line in text.splitlines() if line.strip()), text)
@@ -237,6 +375,14 @@ def main():
             f.write(traceback.format_exc())
         emit("failed", 1, reason=f"triton {version} for {arch}: {first[:400]}", **ident)
     compile_s = time.monotonic() - t0
+    if hasattr(compiled, "result"):  # an asynchronous compile's future
+        compiled = compiled.result()
+    view = jit_view(seen.get("src") or compiled.src, fn)
+    with open(os.path.join(out_dir, "specialization.json"), "w") as f:
+        json.dump(view, f, default=str, sort_keys=True, indent=1)
+    refusal = check_view(args, view, spec["function"])
+    if refusal:
+        emit("broken", 2, reason=refusal, **ident)
 
     written = {}
     for key, name in STAGE_FILES.items():
@@ -254,9 +400,9 @@ def main():
             f.write(ptxas.get("text", ""))
         with open(os.path.join(out_dir, "ptxas.argv"), "w") as f:
             json.dump(ptxas.get("argv", []), f)
-    # The kernel parameters the binary takes, in order: the non-constexpr user arguments that were not
-    # specialized away, then the hidden scratch pointers this release appends.
-    params = [a["name"] for a in args if a["type"] != "constexpr"]
+    # The kernel parameters the binary takes, in order: the arguments the JIT left as arguments (not
+    # constexprs, not integers specialized to the constant 1); the launcher appends the hidden scratch ones.
+    params = [n for n in names if "constant" not in view[n] and view[n]["type"] != "constexpr"]
     emit("ok", 0, name=meta.get("name", spec["function"]), compile_s=compile_s, files=written, params=params,
          **ident)
 

@@ -64,7 +64,7 @@ TEST(UserCheck, TheFirstToolchainIsTheBaselineAndTheOthersAreHeldToIt) {
   OutputReferences refs;
   const std::string key = "user_softmax[BLOCK=1024]/f16/1024x768";
   const std::vector<float> good = {0.25f, 0.5f, 0.125f, 1.0f};
-  const Params P{{"BLOCK", int64_t(1024)}, {"NUM_WARPS", int64_t(4)}};
+  const Params P{{"BLOCK", int64_t(1024)}, {"opt.num_warps", int64_t(4)}};
 
   HostOutputs base(good);
   Check c = check_user_outputs(key, triton_tc("triton-3.5.1-sm90a", "3.5.1"), P, k, base, refs);
@@ -102,10 +102,10 @@ TEST(UserCheck, TheFirstToolchainIsTheBaselineAndTheOthersAreHeldToIt) {
   // A tuned point (another value of a tunable parameter) is held to the same baseline, within tolerance,
   // even for the same release: another tiling may reduce in another order.
   k.tolerance = {};
-  const Params tuned{{"BLOCK", int64_t(1024)}, {"NUM_WARPS", int64_t(8)}};
+  const Params tuned{{"BLOCK", int64_t(1024)}, {"opt.num_warps", int64_t(8)}};
   c = check_user_outputs(key, triton_tc("triton-3.5.1-sm90a", "3.5.1"), tuned, k, ulp, refs);
   EXPECT_TRUE(c.ok) << c.detail;
-  EXPECT_NE(c.method.find("against triton-3.5.1-sm90a [BLOCK=1024,NUM_WARPS=4] (tolerance"), std::string::npos) << c.method;
+  EXPECT_NE(c.method.find("against triton-3.5.1-sm90a [BLOCK=1024,opt.num_warps=4] (tolerance"), std::string::npos) << c.method;
   c = check_user_outputs(key, triton_tc("triton-3.5.1-sm90a", "3.5.1"), tuned, k, wrong, refs);
   EXPECT_FALSE(c.ok);
 
@@ -118,12 +118,12 @@ TEST(UserCheck, TheFirstToolchainIsTheBaselineAndTheOthersAreHeldToIt) {
 TEST(UserCheck, ReferenceKeyIgnoresTunableParameters) {
   KernelDecl d;
   d.name = "user_attention_fwd";
-  d.space = {{"BLOCK_Q", {int64_t(64), int64_t(128)}}, {"NUM_WARPS", {int64_t(4), int64_t(8)}}};
+  d.space = {{"BLOCK_Q", {int64_t(64), int64_t(128)}}, {"opt.num_warps", {int64_t(4), int64_t(8)}}};
   Shape s;
   s.label = "h32-s4096";
-  const Params a{{"HEAD_DIM", int64_t(128)}, {"BLOCK_Q", int64_t(64)}, {"NUM_WARPS", int64_t(4)}};
-  const Params b{{"HEAD_DIM", int64_t(128)}, {"BLOCK_Q", int64_t(128)}, {"NUM_WARPS", int64_t(8)}};
-  const Params c{{"HEAD_DIM", int64_t(64)}, {"BLOCK_Q", int64_t(64)}, {"NUM_WARPS", int64_t(4)}};
+  const Params a{{"HEAD_DIM", int64_t(128)}, {"BLOCK_Q", int64_t(64)}, {"opt.num_warps", int64_t(4)}};
+  const Params b{{"HEAD_DIM", int64_t(128)}, {"BLOCK_Q", int64_t(128)}, {"opt.num_warps", int64_t(8)}};
+  const Params c{{"HEAD_DIM", int64_t(64)}, {"BLOCK_Q", int64_t(64)}, {"opt.num_warps", int64_t(4)}};
   EXPECT_EQ(user_reference_key(d, a, DType::bf16, s), user_reference_key(d, b, DType::bf16, s));
   EXPECT_NE(user_reference_key(d, a, DType::bf16, s), user_reference_key(d, c, DType::bf16, s));
   EXPECT_EQ(user_reference_key(d, a, DType::bf16, s), "user_attention_fwd[HEAD_DIM=128]/bf16/h32-s4096");

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/backend.h"
+#include "backends/triton/triton_compile.h"
 #include "core/error.h"
 #include "core/fsutil.h"
 #include "core/rng.h"
@@ -49,15 +50,44 @@ TEST(TunePrune, ReasonsAreRecorded) {
   EXPECT_EQ(why[1], "");  // 38 <= 1.5 * 27 + 8
   EXPECT_NE(why[2].find("40 spills + 60 reloads"), std::string::npos) << why[2];
   EXPECT_EQ(why[3], "");
-  EXPECT_NE(gpu_static_reason({{"spill_stores", 4}}, rule, 0.5).find("spill"), std::string::npos);
-  EXPECT_NE(gpu_static_reason({{"scratch_bytes", 64}}, rule, 0.5).find("local memory"), std::string::npos);
-  EXPECT_NE(gpu_static_reason({{"occupancy", 0.125}}, rule, 0.5).find("occupancy 0.12 below the floor 0.25"),
+}
+
+// GPUs: only what cannot win is pruned. Occupancy never is (tensor-core GEMMs run one large block per SM by
+// design: 128x256 tiles with 8 warps have 0.125); a spill only above the bound; a block over the device's
+// limits always, naming the limit.
+TEST(TunePrune, GpuPrunesOnlyWhatCannotWin) {
+  PruneRule rule;
+  const DeviceFacts* h100 = device_facts("sm_90a");
+  ASSERT_TRUE(h100);
+  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.0625}, {"registers", 228}, {"threads_per_block", 128},
+                               {"smem_bytes", 131072}, {"num_warps", 4}}, rule, h100), "");
+  EXPECT_EQ(gpu_static_reason({{"spill_stores", 864}, {"spill_loads", 852}}, rule, h100), "");  // no bound by default
+  EXPECT_EQ(gpu_static_reason({{"stack_bytes", 64}, {"scratch_bytes", 64}}, rule, h100), "");
+  rule.max_spill_bytes = 1024;
+  EXPECT_EQ(gpu_static_reason({{"spill_stores", 24}, {"spill_loads", 44}}, rule, h100), "");
+  EXPECT_NE(gpu_static_reason({{"spill_stores", 864}, {"spill_loads", 852}}, rule, h100)
+                .find("1716 B spilled per thread (stores + loads), above the bound 1024 B"), std::string::npos);
+  rule.max_spill_bytes = 0;
+  EXPECT_NE(gpu_static_reason({{"spill_stores", 4}}, rule, h100).find("above the bound 0 B"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"threads_per_block", 256}, {"smem_bytes", 240000}, {"num_warps", 8}}, rule, h100)
+                .find("cannot launch: 240000 B of shared memory per block, the H100 SXM5 allows 232448 B (227 KiB)"),
             std::string::npos);
-  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.5}, {"registers", 128}}, rule, 0.5), "");
-  // A warp-specialized space where every candidate runs one block of 12 warps per SM (0.1875): the floor
-  // follows the space (0.5 x 0.1875), so none is pruned for it; one at a quarter of the best still is.
-  EXPECT_EQ(gpu_static_reason({{"occupancy", 0.1875}}, rule, 0.1875), "");
-  EXPECT_NE(gpu_static_reason({{"occupancy", 0.046875}}, rule, 0.1875).find("below the floor 0.09"), std::string::npos);
+  // A CUDA C++ kernel's dynamic shared memory counts with its static (a Triton build's smem_bytes holds both).
+  EXPECT_NE(gpu_static_reason({{"threads_per_block", 384}, {"smem_bytes", 1024}, {"dynamic_smem_bytes", 240000}}, rule,
+                              h100).find("cannot launch"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"threads_per_block", 2048}}, rule, h100).find("2048 threads per block"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"threads_per_block", 1024}, {"registers", 128}}, rule, h100)
+                .find("32 warps of 128 registers need 131072 registers, a block may use 65536"), std::string::npos);
+  const DeviceFacts* mi300x = device_facts("gfx942");
+  ASSERT_TRUE(mi300x);
+  EXPECT_NE(gpu_static_reason({{"threads_per_block", 256}, {"lds_bytes", 98304}, {"vgprs", 128}}, rule, mi300x)
+                .find("98304 B of LDS per block, the MI300X allows 65536 B (64 KiB)"), std::string::npos);
+  EXPECT_NE(gpu_static_reason({{"threads_per_block", 1024}, {"vgprs", 256}}, rule, mi300x)
+                .find("16 waves of 256 VGPRs need 1024 per SIMD lane"), std::string::npos);
+  rule.max_spill_bytes = 1024;
+  EXPECT_NE(gpu_static_reason({{"vgpr_spills", 200}, {"vgprs", 256}}, rule, mi300x).find("1600 B spilled"), std::string::npos);
+  // No facts for the target: the limits are not checked, the spill bound still is.
+  EXPECT_EQ(gpu_static_reason({{"threads_per_block", 256}, {"smem_bytes", 240000}}, PruneRule{}, nullptr), "");
 }
 
 TEST(TuneSpace, InvalidPointsKeepTheKernelsReason) {
@@ -302,6 +332,19 @@ TEST(TuneCli, BadInputExitsTwoNamingTheField) {
   EXPECT_NE(err.find("--budget-s 0.1 is too small"), std::string::npos) << err;
   EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64", err), 2);
   EXPECT_NE(err.find("--shape"), std::string::npos) << err;
+  EXPECT_EQ(run_cli("matmul_tiled --toolchain g++ --shape 64x64x64 --max-spill-bytes -1", err), 2);
+  EXPECT_NE(err.find("--max-spill-bytes -1 must be 0 or more"), std::string::npos) << err;
+}
+
+// A device kbisect has no facts for on the toolchain's target: exit 2 listing those it has, before compiling.
+TEST(TuneCli, UnknownDeviceNamesTheTargetsDevices) {
+  if (!file_exists(triton::triton_env_root() + "/triton-3.5.1/bin/python"))
+    GTEST_SKIP() << "Triton 3.5.1 is not installed: run scripts/install-deps";
+  std::string err;
+  EXPECT_EQ(run_cli("triton_matmul_tiled --toolchain triton-3.5.1-sm90a --shape 64x64x64 --dtype f16 --device MI300X",
+                    err), 2);
+  EXPECT_NE(err.find("--device 'MI300X': no facts for it on target sm_90a (known: H100 SXM5, H200 SXM)"),
+            std::string::npos) << err;
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -111,7 +113,7 @@ TEST(TritonTrace, DeduplicatesLaunchesBySameShapes) {
   EXPECT_EQ(in.name, "in_ptr");
   EXPECT_EQ(in.kind, "tensor");
   EXPECT_EQ(in.shape, (std::vector<int64_t>{4096, 1000}));
-  EXPECT_EQ(in.stride, (std::vector<int64_t>{1000, 1}));
+  EXPECT_EQ(in.stride, (std::vector<int64_t>{1008, 1}));  // rows padded to 16 elements
   EXPECT_EQ(in.dtype, "fp16");
   EXPECT_EQ(s.launches[0].args[4].value, "1000");
   EXPECT_EQ(t.compilations[1].launches.size(), 0u);  // the BLOCK_SIZE=4096 compile was never launched
@@ -185,12 +187,12 @@ TEST_F(TritonTraceImport, WritesTheKernelFileWithAShapePerDistinctLaunch) {
   EXPECT_EQ(tk["grid"].size(), 2u);
   ASSERT_EQ(y["shapes"].size(), 2u);
   const YAML::Node s1 = y["shapes"][1];
-  EXPECT_EQ(s1["name"].as<std::string>(), "16x2048x64");
+  EXPECT_EQ(s1["name"].as<std::string>(), "16x2000x64");
   EXPECT_EQ(s1["values"]["grid_x"].as<int>(), 16);
   EXPECT_EQ(s1["values"]["grid_y"].as<int>(), 16);
-  EXPECT_EQ(s1["args"]["q_ptr"]["strides"][0].as<int>(), 2048 * 64);
+  EXPECT_EQ(s1["args"]["q_ptr"]["strides"][0].as<int>(), 2000 * 64);
   EXPECT_EQ(s1["args"]["o_ptr"]["init"].as<std::string>(), "zeros");
-  EXPECT_EQ(s1["args"]["seq_len"].as<int>(), 2048);
+  EXPECT_EQ(s1["args"]["seq_len"].as<int>(), 2000);
   const std::string py = read_file(k.py_path);
   EXPECT_TRUE(has(py, "import triton\nimport triton.language as tl\n")) << py;
   EXPECT_TRUE(has(py, "@triton.jit\ndef attn_fwd_kernel(")) << py;
@@ -209,9 +211,9 @@ TEST_F(TritonTraceImport, WrittenFilesParseAsTritonKernelFiles) {
   EXPECT_FALSE(u.spec.args[4].divisible);  // sm_scale
   EXPECT_EQ(u.spec.grid, (std::vector<std::string>{"grid_x", "grid_y"}));
   ASSERT_EQ(u.shapes.size(), 2u);
-  EXPECT_EQ(u.shapes[0].label, "16x1024x64");
+  EXPECT_EQ(u.shapes[0].label, "16x1000x64");
   EXPECT_EQ(u.shapes[0].values.at("grid_x"), 8);
-  EXPECT_EQ(u.shapes[1].values.at("seq_len"), 2048);
+  EXPECT_EQ(u.shapes[1].values.at("seq_len"), 2000);
   const auto only = triton::write_kernel_files(t, triton::choose_compilation(t, "softmax_kernel", 1), tmp.path);
   EXPECT_TRUE(triton::parse_user_kernel(only.yaml_path).shapes.empty());
 }
@@ -244,12 +246,18 @@ TEST_F(TritonTraceImport, WrittenKernelsCompileWithARealTriton) {
                            {"function", tk["function"].as<std::string>()},
                            {"target", {{"backend", "cuda"}, {"arch", 90}, {"warp_size", 32}}},
                            {"options", {{"num_warps", tk["num_warps"].as<int>()}, {"num_stages", tk["num_stages"].as<int>()}}}};
+    std::set<std::string> divisible;
+    for (const auto& d : tk["divisible"]) divisible.insert(d.as<std::string>());
+    // Every argument with a value of its kind: pointers aligned or not, integers 16 (divisible) or 17.
     for (const auto& a : tk["signature"]) {
-      nlohmann::json arg = {{"name", a["name"].as<std::string>()}, {"type", a["type"].as<std::string>()}};
-      if (arg["type"] == "constexpr") arg["value"] = tk["constexprs"][a["name"].as<std::string>()].as<int>();
+      const std::string name = a["name"].as<std::string>(), type = a["type"].as<std::string>();
+      nlohmann::json arg = {{"name", name}, {"type", type}};
+      if (type == "constexpr") arg["value"] = {{"constexpr", tk["constexprs"][name].as<int>()}};
+      else if (type[0] == '*') arg["value"] = {{"tensor", type.substr(1)}, {"aligned", divisible.count(name) > 0}};
+      else if (type == "fp32") arg["value"] = {{"float", 0.5}};
+      else arg["value"] = {{"int", divisible.count(name) ? 16 : 17}};
       spec["signature"].push_back(arg);
     }
-    for (const auto& d : tk["divisible"]) spec["divisible"].push_back(d.as<std::string>());
     const std::string spec_path = tmp.path + "/" + kernel + ".spec.json";
     write_file_atomic(spec_path, spec.dump());
     RunOptions ro;

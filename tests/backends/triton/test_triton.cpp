@@ -154,7 +154,7 @@ TEST_F(TritonReleases, SpillsMatchTheBundledPtxas) {
   Toolchain tc = preset(cuda, "3.5.1", "sm_90a");
   // A 256x128 fp32 accumulator on one warpgroup is 256 floats a thread: more than registers, so ptxas spills
   // (1800 bytes of spill stores with 3.5.1, 2 s; a 256x256 fp32-operand tile spilled too but took 220 s).
-  Params p = {{"BLOCK_M", 256}, {"BLOCK_N", 128}, {"BLOCK_K", 32}, {"NUM_WARPS", 4}, {"NUM_STAGES", 2}};
+  Params p = {{"BLOCK_M", 256}, {"BLOCK_N", 128}, {"BLOCK_K", 32}, {"opt.num_warps", 4}, {"opt.num_stages", 2}};
   const std::string dir = tmp.path + "/spill";
   Compiled c = compile(cuda, tc, "triton_matmul_tiled", dir, p, DType::f16);
   ASSERT_TRUE(c.art) << c.skipped << c.failed;

@@ -150,7 +150,7 @@ TEST(UserKernel, TuneTakesTheKernelFileAndItsShapeNames) {
                              tmp.path + "/table.json"}, o);
   ASSERT_TRUE(r.ok()) << r.status_text() << r.out << r.err;
   EXPECT_NE(r.out.find("cuda/user_softmax f16 1024x768 on triton-3.5.1-sm90a"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("static rank 4 of 4"), std::string::npos) << r.out;  // BLOCK x NUM_WARPS: 2 x 2 points
+  EXPECT_NE(r.out.find("static rank 4 of 4"), std::string::npos) << r.out;  // BLOCK x opt.num_warps: 2 x 2 points
   const json t = json::parse(read_file(tmp.path + "/table.json"));
   ASSERT_EQ(t["entries"].size(), 1u);
   EXPECT_EQ(t["entries"][0]["kernel"], "user_softmax");
