@@ -1,5 +1,5 @@
 // The YAML readers that take text: core's loader and field helpers, toolchain files, the upstream config,
-// external-metric mappings, bisect and nightly configs, typed parameter values (every scalar of the document,
+// external-metric mappings, bisect, nightly and presubmit configs, typed parameter values (every scalar of the document,
 // which must print to a text that reads back to the same value and kind), and users' triton_kernel: files
 // (beside a Python source whose signature is read too). The first byte picks the reader. Sweep files are
 // not fuzzed here: parsing one resolves its toolchains by running their compilers.
@@ -16,6 +16,7 @@
 #include "bisect/config.h"
 #include "harness/external.h"
 #include "nightly/nightly.h"
+#include "presubmit/config.h"
 #include "upstream/upstream.h"
 
 namespace {
@@ -59,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string text = kb::fuzz::as_text(data + 1, size - 1);
   kb::fuzz::refused_or_read([&] {
-    switch (data[0] % 8) {
+    switch (data[0] % 9) {
       case 0: read_fields(text); break;
       case 1: (void)kb::parse_toolchains(text, "fuzz.yaml", {{"root", "/opt"}}); break;
       case 2: (void)kb::upstream::parse_config(text, "fuzz.yaml"); break;
@@ -67,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4: (void)kb::bisect::parse_bisect_config(text, "/nonexistent/fuzz.yaml"); break;
       case 5: (void)kb::nightly::parse_nightly_config(text, "/nonexistent/fuzz.yaml"); break;
       case 6: read_values(kb::YamlCtx{"fuzz.yaml"}, kb::yaml_load(text, "fuzz.yaml")); break;
-      default: read_user_kernel(text); break;
+      case 7: read_user_kernel(text); break;
+      default: (void)kb::presubmit::parse_presubmit_config(text, "/nonexistent/fuzz.yaml"); break;
     }
   });
   return 0;
