@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cache.h"
+#include "backends/toolchain.h"
 #include "backends/triton/trace.h"
+#include "backends/triton/user_kernel.h"
 
 namespace kb::triton {
 
@@ -41,6 +44,10 @@ struct VerifyResult {
 // The metadata fields compared (num_warps, num_stages, shared, num_ctas, cluster_dims) between the trace's
 // kernel JSON and kbisect's: one StageCheck per field present in the trace.
 std::vector<StageCheck> compare_metadata(const std::string& trace_json, const std::string& ours_json);
+
+// Compiles a user kernel as its file declares it (its values, the shape named `shape` or compile-only when ""),
+// through `cache`: the directory holding the build's stages, kernel.json and specialization.json.
+std::string compile_user_kernel(const UserKernel& k, const Toolchain& tc, const std::string& shape, CompileCache cache);
 
 // Recompiles compilation `c` of `t` through kbisect's own path (import into work_dir, then the Triton
 // compile of the imported file, through the compile cache) with `toolchain` (a name or toolchain file; ""

@@ -70,18 +70,7 @@ std::string matmul_file(const kbtest::TestDir& dir, const std::string& name, con
 // Compiles a user kernel file with a toolchain through kbisect's compile path (a cache of the test's own):
 // the directory holding its IR stages and kernel.json.
 std::string compile_user(const std::string& file, const Toolchain& tc, const std::string& cache_dir, const std::string& shape = "") {
-  const triton::UserKernel& k = triton::load_user_kernel(file);
-  const KernelDecl& decl = find_kernel(tc.backend, k.name);
-  CompileRequest req;
-  req.kernel = &decl;
-  req.params = decl.complete({});
-  req.dtype = decl.dtypes.front();
-  req.toolchain = &tc;
-  for (const auto& s : k.shapes)
-    if (s.label == shape) req.shape = s;
-  req.kernel_dir = kernel_dir();
-  const Artifact a = CompileCache(cache_dir).compile(backend_for(tc), req);
-  return fs::path(a.binary_path).parent_path().string();
+  return triton::compile_user_kernel(triton::load_user_kernel(file), tc, shape, CompileCache(cache_dir));
 }
 
 class Fidelity : public ::testing::Test {
