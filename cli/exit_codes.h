@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "harness/compare.h"
 #include "nightly/nightly.h"
+#include "presubmit/presubmit.h"
 
 namespace kb {
 
@@ -42,5 +43,9 @@ inline int exit_code_for(nightly::Outcome o) {
   }
   return kExitBadInput;
 }
+
+// presubmit: 1 on a confirmed regression, a failed static gate, or a case the change broke (no longer
+// compiles, or incorrect); 0 otherwise.
+inline int exit_code_for(const presubmit::Outcome& o) { return o.failed() ? kExitFound : kExitOk; }
 
 }  // namespace kb

@@ -19,7 +19,7 @@ namespace {
 struct Opts {
   std::string trace, kernel, out_dir = ".", toolchain;
   int index = -1;
-  bool list = false, verify = false;
+  bool list = false, verify = false, out_given = false;
 };
 
 void print_check(const triton::StageCheck& s) {
@@ -48,7 +48,7 @@ int verify(const Opts& o, const triton::Trace& t) {
   bool all = true;
   try {
     for (const auto* c : chosen) {
-      const triton::VerifyResult r = triton::verify_compilation(t, *c, o.toolchain, work);
+      const triton::VerifyResult r = triton::verify_compilation(t, *c, o.toolchain, work, o.out_given ? o.out_dir : "");
       std::cout << fmt::format("{} #{} (line {}, {}, triton {}) recompiled with {}:\n", r.kernel, r.index, r.line, r.target,
                                r.release, r.toolchain);
       if (!r.failure.empty()) std::cout << fmt::format("  recompile failed: {}\n", r.failure);
@@ -114,8 +114,14 @@ Registrar reg("import-trace", "Write a triton_kernel: YAML file and its .py from
                 app->add_option("--toolchain", o->toolchain,
                                 "with --verify: the Triton toolchain (name or file); default: the preset of the trace's "
                                 "release and target");
-                app->add_option("-o,--out-dir", o->out_dir, "directory for NAME.yaml and NAME.py")->default_val(".");
-                return [o] { return run(*o); };
+                auto* out = app->add_option("-o,--out-dir", o->out_dir,
+                                            "directory for NAME.yaml and NAME.py; with --verify, where an earlier "
+                                            "import wrote them (perhaps edited since): those are verified as they are")
+                                ->default_val(".");
+                return [o, out] {
+                  o->out_given = out->count() > 0;
+                  return run(*o);
+                };
               });
 
 }  // namespace

@@ -175,22 +175,6 @@ void probe(const YamlCtx& cx, const std::string& probe_text, const YAML::Node& n
   }
 }
 
-void parse_compiler(const YamlCtx& cx, const YAML::Node& cm, const std::string& base, NightlyConfig& c) {
-  if (!cm.IsMap()) cx.fail(cm, "'compiler' must be a mapping {repo, ref, provider}");
-  check_yaml_keys(cx, cm, "compiler", {"repo", "ref", "provider"});
-  CompilerSpec spec;
-  if (!cm["repo"]) cx.fail(cm, "'compiler' is missing field 'repo'");
-  spec.repo = absolute_from(base, yaml_scalar(cx, cm["repo"], "compiler.repo"));
-  std::error_code ec;
-  if (!fs::is_directory(spec.repo, ec)) cx.fail(cm["repo"], fmt::format("'compiler.repo': directory '{}' does not exist", spec.repo));
-  if (cm["ref"]) spec.ref = yaml_scalar(cx, cm["ref"], "compiler.ref");
-  if (spec.ref.empty() || spec.ref[0] == '-') cx.fail(cm["ref"], fmt::format("'compiler.ref' = '{}' is not a ref", spec.ref));
-  if (!cm["provider"]) cx.fail(cm, "'compiler' is missing field 'provider' (build, prebuilt or in_tree)");
-  spec.provider_yaml = emit_flow(cm["provider"]);
-  probe(cx, provider_probe_text(spec), cm["provider"], "compiler.provider");
-  c.compiler = spec;
-}
-
 // bisect.descend: copied into the generated bisect configs with its repo made absolute (they live under
 // ROOT/<date>/bisect/K/), validated by the bisector's own parser against the compiler's repository.
 void parse_bisect_descend(const YamlCtx& cx, const YAML::Node& d, const std::string& base, NightlyConfig& c) {
@@ -237,6 +221,22 @@ std::string provider_probe_text(const CompilerSpec& c) {
   return e.c_str();
 }
 
+CompilerSpec parse_compiler_spec(const YamlCtx& cx, const YAML::Node& cm, const std::string& base) {
+  if (!cm.IsMap()) cx.fail(cm, "'compiler' must be a mapping {repo, ref, provider}");
+  check_yaml_keys(cx, cm, "compiler", {"repo", "ref", "provider"});
+  CompilerSpec spec;
+  if (!cm["repo"]) cx.fail(cm, "'compiler' is missing field 'repo'");
+  spec.repo = absolute_from(base, yaml_scalar(cx, cm["repo"], "compiler.repo"));
+  std::error_code ec;
+  if (!fs::is_directory(spec.repo, ec)) cx.fail(cm["repo"], fmt::format("'compiler.repo': directory '{}' does not exist", spec.repo));
+  if (cm["ref"]) spec.ref = yaml_scalar(cx, cm["ref"], "compiler.ref");
+  if (spec.ref.empty() || spec.ref[0] == '-') cx.fail(cm["ref"], fmt::format("'compiler.ref' = '{}' is not a ref", spec.ref));
+  if (!cm["provider"]) cx.fail(cm, "'compiler' is missing field 'provider' (build, prebuilt or in_tree)");
+  spec.provider_yaml = emit_flow(cm["provider"]);
+  probe(cx, provider_probe_text(spec), cm["provider"], "compiler.provider");
+  return spec;
+}
+
 NightlyConfig parse_nightly_config(const std::string& text, const std::string& origin) {
   YamlCtx cx{origin};
   const YAML::Node root = yaml_load(text, origin);
@@ -253,7 +253,7 @@ NightlyConfig parse_nightly_config(const std::string& text, const std::string& o
   if (const auto n = root["compare"]) parse_compare(cx, n, c);
   if (const auto n = root["changepoints"]) parse_changepoints(cx, n, c);
   if (const auto n = root["slurm"]) parse_slurm(cx, n, c);
-  if (const auto n = root["compiler"]) parse_compiler(cx, n, base, c);
+  if (const auto n = root["compiler"]) c.compiler = parse_compiler_spec(cx, n, base);
   if (const auto n = root["bisect"]) parse_bisect(cx, n, base, c);
   return c;
 }

@@ -34,10 +34,6 @@ std::string relpath(const std::string& path, const std::string& base);
 // "+1.23%" of a fraction.
 std::string pct(double frac, int prec = 2);
 
-// A bisect config holding only the compiler (repo + provider): validates the provider with the bisector's
-// own parser and gives the ProviderSpec the Provider needs.
-std::string provider_probe_text(const CompilerSpec& c);
-
 // The argv of `kbisect sweep` for one shard, with `idx` as the shard number's text (a number, or a marker
 // the Slurm script replaces by the array index). It must match the options of the sweep command in
 // cli/sweep.cpp (positional SWEEP, --shard I/N, -o DIR, --format, --filter, --tier, --toolchain).

@@ -19,8 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "stats/changepoint.h"
 #include "bisect/slurm.h"
+#include "core/text.h"
+#include "stats/changepoint.h"
 
 namespace kb::nightly {
 
@@ -57,6 +58,13 @@ struct NightlyConfig {
   std::optional<CompilerSpec> compiler;
   BisectSpec bisect;
 };
+
+// The `compiler:` section {repo, ref, provider} (presubmit's config reads it too): repo made absolute from
+// `base`, the provider validated by the bisector's own parser. Throws InputError at the node.
+CompilerSpec parse_compiler_spec(const YamlCtx& cx, const YAML::Node& n, const std::string& base);
+// A bisect config holding only the compiler (repo + provider): parsed by the bisector's parser, it gives the
+// ProviderSpec the Provider needs.
+std::string provider_probe_text(const CompilerSpec& c);
 
 NightlyConfig load_nightly_config(const std::string& path);
 NightlyConfig parse_nightly_config(const std::string& text, const std::string& origin);

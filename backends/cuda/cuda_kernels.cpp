@@ -296,7 +296,9 @@ LaunchShape launch_shape(const std::string& kernel, const Params& p, DType dtype
   }
   if (triton::find_triton_spec(kernel)) {  // the cubin's metadata refines this (TritonLaunch)
     s.args = ArgStyle::Triton;
-    s.threads = int(32 * p.get_int_or(triton::kNumWarps, 4));
+    const auto warps = p.values().find(triton::kNumWarps);  // None (the release's default): the metadata says
+    s.threads = 32 * (warps != p.values().end() && std::holds_alternative<int64_t>(warps->second)
+                          ? int(std::get<int64_t>(warps->second)) : 4);
     return s;
   }
   throw InputError(fmt::format("unknown CUDA kernel '{}'", kernel));

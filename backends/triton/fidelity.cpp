@@ -199,35 +199,40 @@ const char* stage_file(const std::string& stage) {
 
 }  // namespace
 
-VerifyResult verify_compilation(const Trace& t, const TraceCompilation& c, const std::string& toolchain,
-                                const std::string& work_dir) {
-  VerifyResult r;
-  r.kernel = c.kernel;
-  r.index = c.index;
-  r.line = c.line;
-  r.target = c.target;
-  const std::string dir = fmt::format("{}/{}-{}", work_dir, c.kernel, c.index);
-  const ImportedKernel imported = write_kernel_files(t, c, dir);
-  const UserKernel& k = load_user_kernel(imported.yaml_path);
-  const Toolchain tc = toolchain_for(t, c, toolchain, read_file(k.spec.source));
-  r.toolchain = tc.name;
-  r.release = triton_release(tc);
+std::string compile_user_kernel(const UserKernel& k, const Toolchain& tc, const std::string& shape, CompileCache cache) {
   const KernelDecl& decl = find_kernel(tc.backend, k.name);
   CompileRequest req;
   req.kernel = &decl;
   req.params = decl.complete({});
   req.dtype = decl.dtypes.front();
   req.toolchain = &tc;
-  req.shape = k.shapes.empty() ? Shape{} : k.shapes.front();
+  for (const auto& s : k.shapes)
+    if (s.label == shape) req.shape = s;
   req.kernel_dir = kernel_dir();
-  Artifact a;
+  return fs::path(cache.compile(backend_for(tc), req).binary_path).parent_path().string();
+}
+
+VerifyResult verify_compilation(const Trace& t, const TraceCompilation& c, const std::string& toolchain,
+                                const std::string& work_dir, const std::string& imported_dir) {
+  VerifyResult r;
+  r.kernel = c.kernel;
+  r.index = c.index;
+  r.line = c.line;
+  r.target = c.target;
+  std::string yaml = imported_dir.empty() ? "" : imported_dir + "/" + imported_name(t, c) + ".yaml";
+  if (yaml.empty() || !file_exists(yaml))
+    yaml = write_kernel_files(t, c, fmt::format("{}/{}-{}", work_dir, c.kernel, c.index)).yaml_path;
+  const UserKernel& k = load_user_kernel(yaml);
+  const Toolchain tc = toolchain_for(t, c, toolchain, read_file(k.spec.source));
+  r.toolchain = tc.name;
+  r.release = triton_release(tc);
+  std::string out;
   try {
-    a = CompileCache().compile(backend_for(tc), req);
+    out = compile_user_kernel(k, tc, k.shapes.empty() ? "" : k.shapes.front().label, CompileCache());
   } catch (const Error& e) {
     r.failure = e.what();
     return r;
   }
-  const std::string out = fs::path(a.binary_path).parent_path().string();
   for (const char* stage : {"ttir", "ttgir", "llir", "ptx", "amdgcn"}) {
     auto it = c.stages.find(stage);
     const std::string mine = out + "/" + stage_file(stage);

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/cache.h"
+#include "backends/toolchain.h"
 #include "backends/triton/trace.h"
+#include "backends/triton/user_kernel.h"
 
 namespace kb::triton {
 
@@ -42,12 +45,18 @@ struct VerifyResult {
 // kernel JSON and kbisect's: one StageCheck per field present in the trace.
 std::vector<StageCheck> compare_metadata(const std::string& trace_json, const std::string& ours_json);
 
+// Compiles a user kernel as its file declares it (its values, the shape named `shape` or compile-only when ""),
+// through `cache`: the directory holding the build's stages, kernel.json and specialization.json.
+std::string compile_user_kernel(const UserKernel& k, const Toolchain& tc, const std::string& shape, CompileCache cache);
+
 // Recompiles compilation `c` of `t` through kbisect's own path (import into work_dir, then the Triton
 // compile of the imported file, through the compile cache) with `toolchain` (a name or toolchain file; ""
 // picks the preset of the trace's release and target) and checks every stage the trace holds. EnvError
 // when no toolchain of that release and target is here (naming the release and the pip command that
 // installs it); InputError for a trace that does not say its release when no toolchain is named.
+// `imported_dir`, when not empty, is where an earlier import wrote this compilation's files (perhaps edited
+// since: a helper added, a constexpr changed): its NAME.yaml is verified as it is, instead of a fresh import.
 VerifyResult verify_compilation(const Trace& t, const TraceCompilation& c, const std::string& toolchain,
-                                const std::string& work_dir);
+                                const std::string& work_dir, const std::string& imported_dir = "");
 
 }  // namespace kb::triton

@@ -75,6 +75,10 @@ struct ImportedKernel {
   size_t shapes = 0;  // 0: compile-only (the trace has no launch of this compilation)
 };
 
+// The name import gives a compilation: the function's name, `_INDEX` when the trace compiled it several
+// times, `_user` when that is the exact name of a kernel kbisect ships.
+std::string imported_name(const Trace& t, const TraceCompilation& c);
+
 // Writes DIR/<function>.yaml (the `triton_kernel:` file, docs/triton.md) and DIR/<function>.py (the
 // kernel's source as a module that imports triton and triton.language as tl). Atomic writes.
 ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, const std::string& out_dir);
@@ -84,6 +88,7 @@ ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, con
 struct TtirArg {
   std::string name, type;
   bool divisible = false;
+  bool pointer_range32 = false;  // tt.pointer_range = 32: AMD buffer ops, a tensor whose storage fits 2 GiB
 };
 std::vector<TtirArg> ttir_signature(const std::string& ttir, const std::string& kernel);
 std::vector<std::string> ttir_stored_pointers(const std::string& ttir, const std::vector<TtirArg>& args);

@@ -119,7 +119,7 @@ std::string yaml_value(const ParamValue& v) {
 
 struct SigEntry {
   std::string name, type;
-  bool output = false, divisible = false;
+  bool output = false, divisible = false, large = false;
 };
 
 // Every parameter of the function in order: constexprs from the constants, the others from the TTIR (or,
@@ -145,6 +145,9 @@ std::vector<SigEntry> signature_of(const Trace& t, const TraceCompilation& c) {
       if (!ttir.empty()) {
         e.type = ttir[k].type;
         e.divisible = ttir[k].divisible;
+        // With AMD buffer ops on, a pointer without the 32-bit range was a tensor of 2 GiB or more.
+        e.large = e.type[0] == '*' && !ttir[k].pointer_range32 &&
+                  std::any_of(ttir.begin(), ttir.end(), [](const TtirArg& x) { return x.pointer_range32; });
         e.output = std::find(stored.begin(), stored.end(), ttir[k].name) != stored.end();
         ++k;
       } else if (!c.launches.empty()) {
@@ -222,6 +225,7 @@ std::vector<TtirArg> ttir_signature(const std::string& ttir, const std::string& 
       d += piece[te] == '<' ? 1 : piece[te] == '>' ? -1 : 0;
     a.type = triton_type(piece.substr(tb, te - tb));
     a.divisible = piece.find("tt.divisibility = 16") != std::string::npos;
+    a.pointer_range32 = piece.find("tt.pointer_range = 32") != std::string::npos;
     out.push_back(a);
   }
   return out;
@@ -283,13 +287,18 @@ std::string kernel_module_source(const TraceCompilation& c) {
   return out;
 }
 
-ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, const std::string& out_dir) {
-  const std::vector<SigEntry> sig = signature_of(t, c);
+std::string imported_name(const Trace& t, const TraceCompilation& c) {
   size_t per_kernel = 0;
   for (const auto& x : t.compilations) per_kernel += x.kernel == c.kernel;
+  std::string name = per_kernel > 1 ? fmt::format("{}_{}", c.kernel, c.index) : c.kernel;
+  if (is_builtin_kernel_name(name)) name += "_user";  // a kernel kbisect ships has that name: one that loads
+  return name;
+}
+
+ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, const std::string& out_dir) {
+  const std::vector<SigEntry> sig = signature_of(t, c);
   ImportedKernel r;
-  r.name = per_kernel > 1 ? fmt::format("{}_{}", c.kernel, c.index) : c.kernel;
-  if (is_builtin_kernel_name(r.name)) r.name += "_user";  // a kernel kbisect ships has that name: one that loads
+  r.name = imported_name(t, c);
   r.yaml_path = out_dir + "/" + r.name + ".yaml";
   r.py_path = out_dir + "/" + r.name + ".py";
   r.shapes = c.launches.size();
@@ -299,10 +308,11 @@ ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, con
                               "{}, {} launch event(s)); one shape per distinct grid and arguments.\n",
                               t.path, c.line, c.index, c.kernel, c.hash.substr(0, 16), c.target, c.launch_events);
   y += fmt::format("triton_kernel:\n  name: {}\n  source: {}.py\n  function: {}\n  signature:\n", r.name, r.name, c.kernel);
-  std::vector<std::string> cx, div;
+  std::vector<std::string> cx, div, large;
   for (const auto& e : sig) {
     y += fmt::format("    - {{name: {}, type: {}{}}}\n", e.name, yaml_str(e.type), e.output ? ", output: true" : "");
     if (e.divisible) div.push_back(e.name);
+    if (e.large) large.push_back(e.name);
   }
   for (const auto& [n, v] : c.constants) cx.push_back(fmt::format("{}: {}", n, yaml_value(constant_value(c, n, v))));
   if (!cx.empty()) y += fmt::format("  constexprs: {{{}}}\n", fmt::join(cx, ", "));
@@ -311,6 +321,7 @@ ImportedKernel write_kernel_files(const Trace& t, const TraceCompilation& c, con
   for (const auto& [k, v] : c.options) opts.push_back(fmt::format("{}: {}", k, yaml_value(constant_value(c, k, v))));
   if (!opts.empty()) y += fmt::format("  options: {{{}}}\n", fmt::join(opts, ", "));
   y += fmt::format("  divisible: [{}]\n", fmt::join(div, ", "));
+  if (!large.empty()) y += fmt::format("  large: [{}]    # tensors of 2 GiB or more: no 32-bit pointer range\n", fmt::join(large, ", "));
   static const char* gn[] = {"grid_x", "grid_y", "grid_z"};
   std::vector<std::string> grid(gn, gn + grid_dims);
   y += fmt::format("  grid: [{}]{}\n", fmt::join(grid, ", "),

@@ -152,7 +152,8 @@ bool is_pointer(const std::string& type) { return !type.empty() && type[0] == '*
 // value of the kind and properties its declaration states: the JIT then specializes it as it would such a
 // value at a launch (16 is divisible by 16, 17 is not and is not 1; an i64 is a value past 32 bits).
 json representative_value(const TritonArg& a, const std::string& type, bool divisible) {
-  if (is_pointer(type)) return {{"tensor", type.substr(1)}, {"aligned", divisible}, {"bytes", int64_t(1) << 20}};
+  if (is_pointer(type))
+    return {{"tensor", type.substr(1)}, {"aligned", divisible}, {"bytes", a.large ? int64_t(1) << 31 : int64_t(1) << 20}};
   if (!tensordesc_block(type).empty()) {
     const auto block = tensordesc_block(type);
     std::vector<int64_t> shape, strides(block.size(), 1);
@@ -165,7 +166,6 @@ json representative_value(const TritonArg& a, const std::string& type, bool divi
   if (type == "i1") return {{"bool", true}};
   const bool wide = type == "i64" || type == "u64";
   const int64_t base = wide ? int64_t(1) << 32 : 16;
-  (void)a;
   return {{"int", divisible ? base : base + 1}};
 }
 
@@ -242,8 +242,8 @@ json driver_spec(const CompileRequest& req, const TritonSpec& spec, const std::s
   }
   // Compile options: the toolchain's flags, then the kernel's own opt.* parameters over them.
   json options = flag_options(tc);
-  for (const auto& [name, v] : req.params.values())
-    if (is_option_param(name)) options[option_name(name)] = constexpr_json(v);
+  for (const auto& [name, v] : req.params.values())  // None: not given (the release's default applies)
+    if (is_option_param(name) && !std::holds_alternative<NoneValue>(v)) options[option_name(name)] = constexpr_json(v);
   json unsupported = json::array();
   for (const auto& u : spec.unsupported) {
     json r = {{"backend", u.backend}, {"reason", u.reason}};

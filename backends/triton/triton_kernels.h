@@ -22,6 +22,7 @@ struct TritonArg {
   std::string value;      // expression: scalars and constexprs; for pointers the operand: "A", "B", "C"
   bool divisible = false; // compiled with tt.divisibility=16 (the JIT's "D" specialization)
   bool output = false;    // a user kernel's pointer that a run writes (compared with the baseline's)
+  bool large = false;     // a compile-only case's tensor of 2 GiB or more (no AMD 32-bit pointer range)
 };
 
 // A release/target combination that cannot take a kernel: skipped with the reason (before compiling).

@@ -129,7 +129,7 @@ UserKernel parse(const std::string& path, const YAML::Node& root) {
   const YAML::Node t = root["triton_kernel"];
   if (!t.IsMap()) cx.fail(t, "'triton_kernel' must be a mapping");
   check_yaml_keys(cx, t, "triton_kernel", {"name", "source", "function", "signature", "constexprs", "num_warps",
-                                           "num_stages", "options", "divisible", "grid", "space", "flops", "bytes",
+                                           "num_stages", "options", "divisible", "large", "grid", "space", "flops", "bytes",
                                            "description", "tolerance"});
   for (const char* f : {"name", "source", "function", "signature", "grid"})
     if (!t[f]) cx.fail(t, fmt::format("triton_kernel is missing field '{}'", f));
@@ -164,6 +164,17 @@ UserKernel parse(const std::string& path, const YAML::Node& root) {
     divisible.erase(a.name);
   }
   if (!divisible.empty()) cx.fail(t["divisible"], fmt::format("divisible: '{}' is not an argument", *divisible.begin()));
+  if (const YAML::Node large = t["large"]) {  // compile-only: tensors of 2 GiB or more (import-trace writes it)
+    if (!large.IsSequence()) cx.fail(large, "'large' must be a list of pointer argument names");
+    for (const auto& n : large) {
+      const std::string name = yaml_scalar(cx, n, "large");
+      TritonArg* a = nullptr;
+      for (auto& x : k.spec.args)
+        if (x.name == name) a = &x;
+      if (!a || a->type[0] != '*') cx.fail(n, fmt::format("large: '{}' is not a pointer argument", name));
+      a->large = true;
+    }
+  }
   if (t["tolerance"]) k.tolerance = parse_tolerance(cx, t["tolerance"]);
   for (const char* f : {"flops", "bytes"}) {
     if (!t[f]) continue;
@@ -206,11 +217,13 @@ void declare_options(const YamlCtx& cx, const YAML::Node& t, KernelDeclBuilder& 
       cx.fail(n, fmt::format("option '{}' is given twice (as '{}:' and under 'options:')", opt, opt));
     b.param(std::string(kOptionPrefix) + opt, ParamKind::Any, v, "Triton compile option " + opt);
   };
+  // Omitted, an option is None: not given to Triton, which takes the release's and target's own default (as
+  // the JIT does for a launch that does not pass it; num_stages is 3 on NVIDIA and 2 on AMD).
   for (const char* f : {"num_warps", "num_stages"}) {
     const YAML::Node n = t[f];
     if (n && !std::holds_alternative<int64_t>(yaml_param_value(cx, n, f)))
       cx.fail(n, fmt::format("{} = '{}' is not an integer", f, n.Scalar()));
-    declare(f, n, int64_t(std::string(f) == "num_warps" ? 4 : 3));
+    declare(f, n, NoneValue{});
   }
   if (const YAML::Node o = t["options"]) {
     if (!o.IsMap()) cx.fail(o, "'options' must be a mapping of Triton compile options to values (num_ctas: 2, maxnreg: 128)");

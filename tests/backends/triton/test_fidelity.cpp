@@ -70,18 +70,7 @@ std::string matmul_file(const kbtest::TestDir& dir, const std::string& name, con
 // Compiles a user kernel file with a toolchain through kbisect's compile path (a cache of the test's own):
 // the directory holding its IR stages and kernel.json.
 std::string compile_user(const std::string& file, const Toolchain& tc, const std::string& cache_dir, const std::string& shape = "") {
-  const triton::UserKernel& k = triton::load_user_kernel(file);
-  const KernelDecl& decl = find_kernel(tc.backend, k.name);
-  CompileRequest req;
-  req.kernel = &decl;
-  req.params = decl.complete({});
-  req.dtype = decl.dtypes.front();
-  req.toolchain = &tc;
-  for (const auto& s : k.shapes)
-    if (s.label == shape) req.shape = s;
-  req.kernel_dir = kernel_dir();
-  const Artifact a = CompileCache(cache_dir).compile(backend_for(tc), req);
-  return fs::path(a.binary_path).parent_path().string();
+  return triton::compile_user_kernel(triton::load_user_kernel(file), tc, shape, CompileCache(cache_dir));
 }
 
 class Fidelity : public ::testing::Test {
@@ -221,6 +210,44 @@ TEST_F(Fidelity, ADeclarationTheJitDoesNotFollowIsRefused) {
   }
 }
 
+// AMD buffer ops (on by default from 3.8): the JIT gives a tensor whose storage fits 2 GiB a 32-bit pointer
+// range; a compile-only file names the tensors that do not (`large:`), and import-trace writes that list
+// from a TTIR where some pointers have the range and others not.
+TEST_F(Fidelity, ThePointerRangeOfAmdBufferOpsFollowsTheTensorsSize) {
+  if (!find_backend("hip")) GTEST_SKIP() << "the hip backend is not built in";
+  if (!have_release("3.9.0")) GTEST_SKIP() << "Triton 3.9.0 is not installed: run scripts/install-deps";
+  const std::string f = matmul_file(tmp, "fid_large", "{SLOPE: 0.01, ACTIVATION: None, HAS_BIAS: false, OUT_DTYPE: tl.float16, "
+                                                     "NUM_STAGES: 2}", "  large: [a_ptr]\n");
+  const std::string ttir = read_file(compile_user(f, preset("triton-3.9.0-gfx942"), tmp.path + "/c") + "/kernel.ttir");
+  const std::vector<triton::TtirArg> args = triton::ttir_signature(ttir, "matmul_kernel");
+  ASSERT_GE(args.size(), 2u) << ttir;
+  EXPECT_FALSE(args[0].pointer_range32) << ttir;  // a_ptr: 2 GiB of storage
+  EXPECT_TRUE(args[1].pointer_range32) << ttir;   // b_ptr: 1 MiB
+  // The import of such a compile names a_ptr as large, and the imported file compiles to the same TTIR.
+  triton::Trace t;
+  triton::TraceCompilation c;
+  c.kernel = "matmul_kernel";
+  c.target = "hip gfx942";
+  c.python_source = read_file(kTraces + "/fidelity_kernels.py");
+  c.full_file = true;
+  c.params = {"a_ptr", "b_ptr", "c_ptr", "bias_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+              "stride_cm", "stride_cn", "SLOPE", "ACTIVATION", "HAS_BIAS", "OUT_DTYPE", "NUM_STAGES", "BLOCK_M",
+              "BLOCK_N", "BLOCK_K", "GROUP_M"};
+  for (const auto& [n, v] : std::vector<std::pair<std::string, std::string>>{
+           {"stride_ak", "1"}, {"stride_bn", "1"}, {"stride_cn", "1"}, {"SLOPE", "0.01"}, {"ACTIVATION", "null"},
+           {"HAS_BIAS", "false"}, {"OUT_DTYPE", "\"triton.language.core.dtype('fp16')\""}, {"NUM_STAGES", "2"},
+           {"BLOCK_M", "128"}, {"BLOCK_N", "128"}, {"BLOCK_K", "64"}, {"GROUP_M", "8"}})
+    c.constants.emplace_back(n, v);
+  c.ttir = ttir;
+  c.num_warps = 4;
+  c.num_stages = 3;
+  const triton::ImportedKernel k = triton::write_kernel_files(t, c, tmp.path + "/imported");
+  EXPECT_NE(read_file(k.yaml_path).find("large: [a_ptr]"), std::string::npos) << read_file(k.yaml_path);
+  const std::string again = read_file(compile_user(k.yaml_path, preset("triton-3.9.0-gfx942"), tmp.path + "/c") + "/kernel.ttir");
+  const auto d = triton::first_difference(triton::normalize_stage("ttir", ttir), triton::normalize_stage("ttir", again));
+  EXPECT_EQ(d.line, 0u) << d.expected << "\n" << d.got;
+}
+
 TEST_F(Fidelity, OldOptionNamesInASpaceAreNamedAsWhatTheyAre) {
   const std::string f = matmul_file(tmp, "fid_space", "{SLOPE: 0.01, ACTIVATION: None, HAS_BIAS: false, OUT_DTYPE: tl.float16, "
                                                      "NUM_STAGES: 2}", "  space: {NUM_WARPS: [4, 8]}\n");
@@ -261,25 +288,29 @@ TEST_F(Fidelity, VerifySaysIdenticalForEveryTraceHere) {
   EXPECT_GE(traces, 5);
 }
 
-// One constexpr changed in the trace's record of a compile: --verify names the first stage that differs and
-// its first differing line, and exits 1.
+// One constexpr changed in an imported file (BLOCK_SIZE 1024 -> 512): --verify, pointed at the imported files
+// with -o, names the first stage that differs (the TTIR) and its first differing line, and exits 1. The same
+// files unchanged verify identical.
 TEST_F(Fidelity, VerifyNamesTheStageAndLineOfADifference) {
-  const std::string line = read_file(kTraces + "/softmax_attn_compile.ndjson").substr(0, read_file(kTraces + "/softmax_attn_compile.ndjson").find('\n'));
-  json ev = json::parse(line);
-  ASSERT_EQ(ev["payload"]["metadata"]["src_constants"]["(5,)"], 1024);
-  ev["payload"]["metadata"]["src_constants"]["(5,)"] = 512;
-  write_file_atomic(tmp.path + "/changed.ndjson", ev.dump() + "\n");
+  const std::string trace = kTraces + "/softmax_attn_compile.ndjson", kbisect = KBISECT_BINARY_DIR "/kbisect";
   RunOptions o;
   o.timeout_s = 600;
-  const RunResult r = run_process({KBISECT_BINARY_DIR "/kbisect", "import-trace", tmp.path + "/changed.ndjson", "--verify"}, o);
+  RunResult r = run_process({kbisect, "import-trace", trace, "--kernel", "softmax_kernel", "--index", "0", "-o", tmp.path}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::vector<std::string> verify = {kbisect, "import-trace", trace, "--kernel", "softmax_kernel", "--index", "0",
+                                           "--verify", "-o", tmp.path};
+  r = run_process(verify, o);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string yaml = tmp.path + "/softmax_kernel_0.yaml";
+  const std::string text = read_file(yaml);
+  ASSERT_NE(text.find("BLOCK_SIZE: 1024"), std::string::npos) << text;
+  write_file_atomic(yaml, std::regex_replace(text, std::regex("BLOCK_SIZE: 1024"), "BLOCK_SIZE: 512"));
+  r = run_process(verify, o);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  const std::smatch m = [&] {
-    std::smatch mm;
-    std::regex_search(r.out, mm, std::regex(R"(ttir +differs at line (\d+))"));
-    return mm;
-  }();
-  ASSERT_FALSE(m.empty()) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(ttir +differs at line (\d+))"))) << r.out;
   EXPECT_NE(r.out.find("tensor<512x"), std::string::npos) << r.out;  // the line shows kbisect's 512-wide range
+  EXPECT_NE(r.out.find("tensor<1024x"), std::string::npos) << r.out;  // and the trace's 1024
   EXPECT_NE(r.out.find("NOT identical"), std::string::npos) << r.out;
 }
 
