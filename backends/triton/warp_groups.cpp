@@ -4,7 +4,7 @@
 #include <cctype>
 #include <functional>
 #include <map>
-#include <regex>
+#include <charconv>
 #include <set>
 #include <sstream>
 
@@ -14,6 +14,20 @@
 
 namespace kb::triton {
 namespace {
+
+// A non-negative decimal integer, or -1 (empty, not digits, or too large): no exceptions on any text.
+int to_int(const std::string& s) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size() && v >= 0 ? v : -1;
+}
+
+// The digits at the start of `s` from `at` as a number (to_int's rules).
+int digits_at(const std::string& s, size_t at) {
+  size_t e = at;
+  while (e < s.size() && isdigit((unsigned char)s[e])) ++e;
+  return to_int(s.substr(at, e - at));
+}
 
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -32,10 +46,18 @@ struct Stmt {
 // The statements of `entry`'s body; empty when the PTX has no such entry.
 std::vector<Stmt> entry_body(const std::string& ptx, const std::string& entry) {
   std::vector<Stmt> out;
-  const std::regex head("\\.entry\\s+" + entry + "\\s*\\(");
-  std::smatch m;
-  if (!std::regex_search(ptx, m, head)) return out;
-  size_t at = ptx.find(')', size_t(m.position(0)));
+  // ".entry NAME(" with any blanks between.
+  size_t at = std::string::npos;
+  for (size_t p = ptx.find(".entry"); p != std::string::npos && at == std::string::npos; p = ptx.find(".entry", p + 6)) {
+    size_t q = p + 6;
+    while (q < ptx.size() && isspace((unsigned char)ptx[q])) ++q;
+    if (q == p + 6 || ptx.compare(q, entry.size(), entry) != 0) continue;
+    q += entry.size();
+    while (q < ptx.size() && isspace((unsigned char)ptx[q])) ++q;
+    if (q < ptx.size() && ptx[q] == '(') at = p;
+  }
+  if (at == std::string::npos) return out;
+  at = ptx.find(')', at);
   if (at == std::string::npos) return out;
   at = ptx.find('{', at);
   if (at == std::string::npos) return out;
@@ -108,7 +130,7 @@ struct Flow {
       if (name.empty() && i > 0) name = body[i - 1].label;
       std::vector<std::string> targets;
       std::string rest = body[i].text.substr(bt + 14);
-      for (size_t j = i; j < body.size() && targets.size() < 1024; rest = ++j < body.size() ? body[j].text : "") {
+      for (size_t j = i; j < body.size() && j < i + 1024; rest = ++j < body.size() ? body[j].text : "") {
         const bool last = rest.find(';') != std::string::npos;
         for (char& c : rest)
           if (c == ',' || c == ';') c = ' ';
@@ -159,7 +181,7 @@ struct Flow {
     std::vector<int> out;
     for (size_t i : seen)
       if (opcode(body[i].text).rfind("setmaxnreg.", 0) == 0)
-        if (const auto ops = operands(body[i].text); !ops.empty()) out.push_back(std::atoi(ops[0].c_str()));
+        if (const auto ops = operands(body[i].text); !ops.empty() && to_int(ops[0]) >= 0) out.push_back(to_int(ops[0]));
     return out;
   }
 
@@ -169,7 +191,7 @@ struct Flow {
     size_t i = from;
     for (int steps = 0; steps < 64 && i < body.size() && i != stop; ++steps) {
       if (opcode(body[i].text).rfind("setmaxnreg.", 0) == 0)
-        if (const auto ops = operands(body[i].text); !ops.empty()) return std::atoi(ops[0].c_str());
+        if (const auto ops = operands(body[i].text); !ops.empty() && to_int(ops[0]) >= 0) return to_int(ops[0]);
       const auto next = successors(i);
       if (next.empty()) return std::nullopt;
       i = next.back() == i + 1 ? i + 1 : next.front();
@@ -187,12 +209,13 @@ struct Dispatch {
 };
 
 std::optional<Dispatch> find_dispatch(const Flow& f) {
-  static const std::regex load_re(R"(^ld\.shared\.[bus]8\s+(%\w+),)");
   for (size_t i = 0; i < f.body.size(); ++i) {
-    std::smatch m;
     const std::string& t = f.body[i].text;
-    if (!std::regex_search(t, m, load_re)) continue;
-    const std::string reg = m[1];
+    const std::string op = opcode(t);
+    if (predicated(t) || (op != "ld.shared.b8" && op != "ld.shared.u8" && op != "ld.shared.s8")) continue;
+    const auto load_ops = operands(t);
+    if (load_ops.empty() || load_ops[0].empty() || load_ops[0][0] != '%') continue;
+    const std::string reg = load_ops[0];
     Dispatch d;
     d.load = i;
     std::map<std::string, int> test;  // predicate register -> the state it tests
@@ -204,9 +227,8 @@ std::optional<Dispatch> find_dispatch(const Flow& f) {
           for (size_t k = 0; k < it->second.size(); ++k) d.targets[int(k)] = it->second[k];
         break;
       }
-      if (op.rfind("setp.eq.", 0) == 0 && ops.size() == 3 && ops[1] == reg &&
-          std::all_of(ops[2].begin(), ops[2].end(), [](char c) { return isdigit((unsigned char)c); })) {
-        test[ops[0]] = std::atoi(ops[2].c_str());
+      if (op.rfind("setp.eq.", 0) == 0 && ops.size() == 3 && ops[1] == reg && to_int(ops[2]) >= 0) {
+        test[ops[0]] = to_int(ops[2]);
       } else if ((op == "bra" || op.rfind("bra.", 0) == 0) && predicated(f.body[j].text) && !ops.empty()) {
         std::string p = f.body[j].text.substr(1, f.body[j].text.find_first_of(" \t") - 1);
         if (auto it = test.find(p); it != test.end()) d.targets[it->second] = ops[0];
@@ -235,18 +257,26 @@ int count_ops(const std::vector<Stmt>& body, const std::function<bool(const std:
 }  // namespace
 
 std::vector<int> ttgir_partition_warps(const std::string& ttgir, int default_warps) {
-  static const std::regex module_warps(R"("ttg\.num-warps"\s*=\s*(\d+))");
-  static const std::regex partition(R"(^\s*partition(\d+)\(.*num_warps\((\d+)\))");
-  std::smatch m;
-  if (std::regex_search(ttgir, m, module_warps)) default_warps = std::stoi(m[1]);
+  // The module's attribute: "ttg.num-warps" = 4 : i32
+  if (size_t a = ttgir.find("\"ttg.num-warps\""); a != std::string::npos) {
+    a += 15;
+    while (a < ttgir.size() && (isspace((unsigned char)ttgir[a]) || ttgir[a] == '=')) ++a;
+    if (const int w = digits_at(ttgir, a); w > 0) default_warps = w;
+  }
   std::vector<int> out = {default_warps};
   const size_t ws = ttgir.find("ttg.warp_specialize(");
   if (ws == std::string::npos) return out;
   const size_t next = ttgir.find("ttg.warp_specialize(", ws + 1);
   std::istringstream in(ttgir.substr(ws, next == std::string::npos ? std::string::npos : next - ws));
+  // Each worker region's header: "partitionN(%arg...: ...) num_warps(W) {".
   std::map<int, int> parts;
-  for (std::string line; std::getline(in, line);)
-    if (std::regex_search(line, m, partition)) parts[std::stoi(m[1])] = std::stoi(m[2]);
+  for (std::string line; std::getline(in, line);) {
+    const std::string t = trim(line);
+    const size_t w = t.rfind("num_warps(");
+    if (t.rfind("partition", 0) != 0 || w == std::string::npos) continue;
+    const int index = digits_at(t, 9), warps = digits_at(t, w + 10);
+    if (index >= 0 && warps > 0 && t.size() > 9 && t[9 + std::to_string(index).size()] == '(') parts[index] = warps;
+  }
   for (const auto& [i, w] : parts) out.push_back(w);
   return out;
 }
@@ -259,8 +289,8 @@ std::vector<std::optional<int>> ptx_partition_maxnreg(const std::string& ptx, co
   if (partitions <= 1) {  // not specialized: whatever the kernel sets, if anything
     for (const auto& s : f.body)
       if (opcode(s.text).rfind("setmaxnreg.", 0) == 0)
-        if (const auto ops = operands(s.text); !ops.empty()) {
-          out[0] = std::atoi(ops[0].c_str());
+        if (const auto ops = operands(s.text); !ops.empty() && to_int(ops[0]) >= 0) {
+          out[0] = to_int(ops[0]);
           break;
         }
     return out;
