@@ -91,7 +91,7 @@ double eigen_time(const kb::Toolchain& tc, const kb::Shape& sh, kb::CompileCache
   etc.flags.insert(etc.flags.end(), {"-I/usr/include/eigen3", "-I" + kb::kernel_dir() + "/cpu", "-DNDEBUG"});
   etc.identity.clear();
   kb::resolve_identity(etc);
-  kb::CompileRequest req{&k, {}, kb::DType::f32, &etc, dir, "", 300, 8000};
+  kb::CompileRequest req{&k, {}, kb::DType::f32, &etc, {}, dir, "", 300, 8000};
   kb::Backend& be = kb::backend_for(etc);
   auto exe = be.load(cache.compile(be, req));
   std::vector<float> A(size_t(sh.M * sh.K), 0.5f), B(size_t(sh.K * sh.N), 0.25f);

@@ -87,7 +87,9 @@ std::vector<TritonArg> pointer_args() {
 
 std::vector<TritonArg> strided_args(const std::vector<TritonArg>& constexprs) {
   auto v = pointer_args();
-  const std::vector<TritonArg> sizes = {{"M", "i32", "M", false}, {"N", "i32", "N", false}, {"K", "i32", "K", false},
+  // With ALIGNED=1 the shapes are multiples of 16, so Triton's JIT, called with them, specializes M, N, K and
+  // the leading strides as divisible by 16: so are they compiled here (ALIGNED=0: none of them).
+  const std::vector<TritonArg> sizes = {{"M", "i32", "M", true}, {"N", "i32", "N", true}, {"K", "i32", "K", true},
                                         {"stride_am", "i32", "K", true}, {"stride_bk", "i32", "N", true},
                                         {"stride_cm", "i32", "N", true}};
   v.insert(v.end(), sizes.begin(), sizes.end());
@@ -117,7 +119,7 @@ const std::vector<std::pair<std::string, TritonSpec>>& specs() {
     TritonSpec persistent;
     persistent.function = "matmul_persistent";
     persistent.args = pointer_args();
-    for (const char* n : {"M", "N", "K"}) persistent.args.push_back({n, "i32", n, false});
+    for (const char* n : {"M", "N", "K"}) persistent.args.push_back({n, "i32", n, true});
     persistent.args.push_back({"NUM_PROGRAMS", "i32", "min(NUM_SMS, cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N))", false});
     persistent.args.insert(persistent.args.end(), cx.begin(), cx.end());
     persistent.grid = {"min(NUM_SMS, cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N))"};
@@ -142,7 +144,7 @@ const std::vector<std::pair<std::string, TritonSpec>>& specs() {
     TritonSpec ws_tma = ws;
     ws_tma.function = "matmul_ws_tma";
     ws_tma.args = pointer_args();
-    for (const char* n : {"M", "N", "K"}) ws_tma.args.push_back({n, "i32", n, false});
+    for (const char* n : {"M", "N", "K"}) ws_tma.args.push_back({n, "i32", n, true});
     ws_tma.args.insert(ws_tma.args.end(), wcx.begin(), wcx.end());
     ws_tma.requires_features = {"warp_specialize", "device_tensor_descriptor"};
     v.emplace_back("triton_matmul_ws_tma", ws_tma);
