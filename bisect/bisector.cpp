@@ -164,6 +164,7 @@ Outcome Loop::run() {
   const Probe& pb = o_.probes[size_t(n - 1)];
   if (pg.case_ids != pb.case_ids)
     throw InputError("the good and bad toolchains give different case lists (check the toolchains' backends)");
+  if (plan_.expensive) return l3_run();
 
   Step rep;
   const bool reproduced = reproduce(rep);
