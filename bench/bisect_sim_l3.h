@@ -7,7 +7,7 @@
 //    design (rounds as units, no code hashes: what an external metric gets) with its runs and accuracy;
 //  - issue 49's case: 32 commits, 1% at commit 19, no build failures, over many noise seeds;
 //  - A/A: no step at all (the reproduction must say so);
-//  - parallel runs (P in flight), outliers, the cost of a build in runs;
+//  - parallel runs (P in flight), several changes, outliers, the cost of a build in runs;
 //  - the kernel-timing model of the spec scenario (1% noise with outliers, code hashes), both designs.
 #pragma once
 #include <algorithm>
@@ -75,6 +75,16 @@ inline double mean_of(const std::vector<double>& v) {
   return m;
 }
 
+// The base model at n commits, one step of `step`, the given threshold, single runs (no blocks).
+inline SimConfig l3_config(const SimConfig& base, int n, double step, double threshold) {
+  SimConfig c = base;
+  c.commits = n;
+  c.step = step;
+  c.threshold = threshold;
+  c.block_rounds = 0;
+  return c;
+}
+
 inline History any_history(const SimConfig& c, uint64_t s) { return kb::bisect::make_history(c, s); }
 
 // Issue 49's history: the culprit at commit 19 of 32, every commit builds.
@@ -97,11 +107,7 @@ inline void l3_tables(const SimConfig& base, int histories, int today_histories,
                            "accuracy", "x floor", "floor");
   for (int n : {32, 256, 1024})
     for (double step : {0.005, 0.01, 0.02}) {
-      SimConfig c = base;
-      c.commits = n;
-      c.step = step;
-      c.threshold = step / 2;
-      c.block_rounds = 0;
+      const SimConfig c = l3_config(base, n, step, step / 2);
       const L3Row a = l3_runs(c, histories, threads, seed, true, any_history);
       const L3Row t = l3_runs(c, today_histories, threads, seed, false, any_history);
       const Summary sa = summarize(a.r), st = summarize(t.r);
@@ -114,11 +120,7 @@ inline void l3_tables(const SimConfig& base, int histories, int today_histories,
     }
   // Issue 49: 32 commits, 1% at commit 19, 0.3% noise; today's design with its defaults and with min_samples 4.
   {
-    SimConfig c = base;
-    c.commits = 32;
-    c.step = 0.01;
-    c.threshold = 0.005;
-    c.block_rounds = 0;
+    const SimConfig c = l3_config(base, 32, 0.01, 0.005);
     const L3Row a = l3_runs(c, histories, threads, seed, true, issue_history);
     const L3Row t = l3_runs(c, today_histories, threads, seed, false, issue_history);
     SimConfig c4 = c;
@@ -135,11 +137,7 @@ inline void l3_tables(const SimConfig& base, int histories, int today_histories,
   }
   // A/A: no step (threshold 0.25%): the reproduction must end it.
   {
-    SimConfig c = base;
-    c.commits = 256;
-    c.step = 0;
-    c.threshold = 0.0025;
-    c.block_rounds = 0;
+    const SimConfig c = l3_config(base, 256, 0, 0.0025);
     const L3Row a = l3_runs(c, histories, threads, seed, true, any_history);
     int not_rep = 0, named = 0;
     for (const auto& r : a.r) {
@@ -153,11 +151,7 @@ inline void l3_tables(const SimConfig& base, int histories, int today_histories,
   }
   // Parallel runs, outliers, the cost of a build: 1024 commits, 0.5% (outliers: 256 commits, 1%).
   {
-    SimConfig c = base;
-    c.commits = 1024;
-    c.step = 0.005;
-    c.threshold = 0.0025;
-    c.block_rounds = 0;
+    const SimConfig c = l3_config(base, 1024, 0.005, 0.0025);
     const int nh = std::max(1, histories / 4);
     std::string line = fmt::format("parallel (1024 commits, 0.5%, {} histories):", nh);
     for (int p : {1, 2, 4, 8}) {
@@ -176,10 +170,30 @@ inline void l3_tables(const SimConfig& base, int histories, int today_histories,
                           summarize(a.r).median_builds, summarize(a.r).accuracy);
     }
     std::cout << line << "\n";
-    SimConfig co = c;
-    co.commits = 256;
-    co.step = 0.01;
-    co.threshold = 0.005;
+    // Several changes: +1%, +1%, then a partial recovery of -0.5% (at least 32 commits apart), improvements asked.
+    {
+      std::vector<MethodResult> r(static_cast<size_t>(nh));
+      parallel_for(nh, threads, [&](int i) {
+        const uint64_t s = seed * 1000003ULL + uint64_t(i);
+        const History h = kb::bisect::make_history_steps(c, s, {0.01, 0.01, -0.005}, 32);
+        RunOptions o;
+        o.use_hashes = false;
+        o.expensive = true;
+        o.report_improvements = true;
+        r[size_t(i)] = kb::bisect::run_kbisect(c, h, s, o);
+      });
+      int both = 0, all = 0, spurious = 0;
+      for (const auto& x : r) {
+        both += x.regressions_true == 2;
+        all += x.all_found;
+        spurious += x.regressions_found - x.regressions_true + x.improvements_found - x.improvements_true;
+      }
+      std::cout << fmt::format(
+          "several changes (+1%, +1%, -0.5% partial recovery; 1024 commits, threshold 0.25%, {} histories): both "
+          "regressions named {:.3f}, all three {:.3f}, spurious {}; runs median {:.0f}, p90 {:.0f}\n",
+          nh, double(both) / nh, double(all) / nh, spurious, summarize(r).median_samples, summarize(r).p90_samples);
+    }
+    SimConfig co = l3_config(base, 256, 0.01, 0.005);
     co.noise.outlier_rate = 0.02;
     const L3Row a = l3_runs(co, nh, threads, seed, true, any_history);
     const L3Row t = l3_runs(co, std::min(nh, today_histories), threads, seed, false, any_history);

@@ -59,13 +59,8 @@ int Loop::l3_fill(const std::function<std::optional<int>()>& pick) {
     const Probe& p = probe(i);
     if (!p.ok || p.case_ids != o_.probes[0].case_ids) {
       skipped_[size_t(i)] = true;  // never run; the posterior keeps it as a candidate
-      Step s;
-      s.phase = "step";
-      s.index = i;
-      s.sha = plan_.shas[size_t(i)];
+      Step s = step_at(i);
       s.side = Side::skip;
-      s.built = p.built;
-      s.build_s = p.build_s;
       s.how = p.ok ? "different-cases" : "build-or-compile-failed";
       s.reason = p.ok ? "this toolchain gives a different case list" : p.reason;
       ++o_.visited;
@@ -205,14 +200,7 @@ Outcome Loop::l3_run() {
   if (!reproduced) {
     lab_.cancel_runs();
     while (!flying_.empty()) l3_wait();
-    end_builds();
-    if (plan_.builders <= 1) o_.builds_started = o_.builds;
-    o_.verdict = rep.decision.verdict == stats::Verdict::unsure ? "inconclusive" : "not-reproduced";
-    o_.summary = (o_.verdict == "inconclusive" ? "could not tell good from bad within the budget: "
-                                               : "the regression does not reproduce: ") +
-                 rep.reason;
-    o_.wall_s = elapsed();
-    return std::move(o_);
+    return not_reproduced(rep);
   }
   levels_ = {{0, 0, 0}, {rep.level, rep.level_lo, rep.level_hi}};
   std::deque<Seg> work = {Seg{0, n - 1, 0, 1, false}};

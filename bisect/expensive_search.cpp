@@ -189,20 +189,21 @@ void Loop::l3_found(const Seg& g, const L3State& st, std::deque<Seg>& work) {
   o_.verify_s += now_s() - t0;
   l3_steps(g, st);
   if (!plan_.several || !cu.verified) return;
-  // Further changes: the single step put a..c-1 at one level and c..b at the other; where the runs at a
-  // side's two ends are clearly apart (the apartness tests' alpha / 10, as for a cheap sample's intermediate
-  // level), that side holds another change. Only the runs already made are used.
+  // Further changes: the single step put a..c-1 at one level and c..b at the other. Each side's own runs, under
+  // the same model, say whether it holds a change beyond the threshold too: where that is more likely than not
+  // (its `none` below one half), the side is searched as a range of its own (it ends without a culprit when
+  // its runs then put both ends within the threshold). Only the runs already made decide this.
   std::vector<Seg> more;
   auto side = [&](int x, int y) {
-    if (y <= x || runs_at_[size_t(x)] == 0 || runs_at_[size_t(y)] == 0) return;
-    const stats::Decision s = l3_contrast(x, y, st.post.sigma, st.post.dof, 1 - plan_.alpha / 10);
-    const stats::Verdict toward = g.improvement ? stats::Verdict::better : stats::Verdict::worse;
-    const stats::Verdict back = g.improvement ? stats::Verdict::worse : stats::Verdict::better;
-    if (s.verdict != toward && s.verdict != back) return;
-    say(fmt::format("  {} vs {}: {} [{}, {}]: another change between them", short_sha(plan_.shas[size_t(y)]),
-                    short_sha(plan_.shas[size_t(x)]), pct(s.effect), pct(s.ci.lo), pct(s.ci.hi)));
-    if (s.verdict == toward) more.push_back({x, y, 0, 1, g.improvement});
-    else if (plan_.report_improvements) more.push_back({x, y, 0, 1, !g.improvement});
+    const std::vector<stats::Run> runs = l3_runs_in(x, y);
+    if (y <= x || runs_at_[size_t(x)] == 0 || runs_at_[size_t(y)] == 0 || runs.size() < 3) return;
+    const stats::StepPosterior sp = stats::step_posterior(y - x + 1, runs, {}, std::log1p(plan_.threshold));
+    if (sp.none >= 0.5) return;
+    const bool worse = l3_mean(y) > l3_mean(x);  // larger is worse
+    say(fmt::format("  {}..{}: another change likely (P = {:.3f}; {} vs {} {})", short_sha(plan_.shas[size_t(x)]),
+                    short_sha(plan_.shas[size_t(y)]), 1 - sp.none, short_sha(plan_.shas[size_t(y)]),
+                    short_sha(plan_.shas[size_t(x)]), pct(l3_mean(y) - l3_mean(x))));
+    if (worse || plan_.report_improvements) more.push_back({x, y, 0, 1, !worse});
   };
   side(g.a, parent);
   side(c, g.b);
@@ -243,15 +244,7 @@ void Loop::l3_steps(const Seg& g, const L3State& st) {
   for (int i = g.a + 1; i < g.b; ++i) {
     const int k = runs_at_[size_t(i)];
     if (k == 0) continue;
-    Step s;
-    s.phase = "step";
-    s.index = i;
-    s.sha = plan_.shas[size_t(i)];
-    s.seg_lo = g.a;
-    s.seg_hi = g.b;
-    s.round = o_.rounds;
-    s.built = o_.probes[size_t(i)].built;
-    s.build_s = o_.probes[size_t(i)].build_s;
+    Step s = step_at(i, &g);
     s.how = "runs";
     s.measured = true;
     s.rounds = s.samples = s.units = k;

@@ -129,6 +129,10 @@ class Loop {
   double run_wall_sum_ = 0;
 
   void decision_event(const std::string& key, const Step& s);
+  // A step about commit i (of range g when given), asked in the current round, with its build's figures.
+  Step step_at(int i, const Seg* g = nullptr) const;
+  // The outcome when the reproduction did not show the regression (or could not tell).
+  Outcome not_reproduced(const Step& rep);
   bool over_wall_budget() const {
     return plan_.budgets.max_wall_s > 0 && elapsed() > plan_.budgets.max_wall_s;
   }

@@ -4,15 +4,8 @@
 // commit and the run's index, over a real generated history of 32 commits with a 1% drop at commit 19 — the
 // case of issue 49, which took 336 runs with the cheap-sample design. Real builds (git worktrees), real
 // compiles of the cases, real runs of the command through kbisect.
-#include <signal.h>
-#include <sys/wait.h>
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <map>
 #include <set>
-#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -107,33 +100,11 @@ TEST(L3, KillMidRunThenResumeRepeatsNoFinishedRun) {
   L3History h;
   const std::string cfgp = kbtest::write_tmp(h.repo, h.config(), "l3.yaml");
   const std::string wd = h.repo.tmp() + "/work", log = h.repo.tmp() + "/first.log";
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    setenv("KB_TEST_JOB_SLEEP", "0.3", 1);  // a run is in flight most of the time
-    execl(kbtest::kKbisect.c_str(), kbtest::kKbisect.c_str(), "bisect", cfgp.c_str(), "--workdir", wd.c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  // Kill -9 once 10 runs have ended: past the reproduction, inside the search, a run in flight.
-  bool killed = false;
-  for (int i = 0; i < 2400 && !killed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!file_exists(wd + "/journal.jsonl")) continue;
-    try {
-      if (runs_of(wd).size() >= 10) {
-        kill(pid, SIGKILL);
-        killed = true;
-      }
-    } catch (...) {
-    }
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(killed) << read_file(log);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "finished before the kill:\n" << read_file(log);
+  // Kill -9 once 10 runs have ended: past the reproduction, inside the search, a run in flight (each takes 0.3 s).
+  const bool killed = kbtest::kill_bisect_when(cfgp, wd, log, {{"KB_TEST_JOB_SLEEP", "0.3"}}, [&] {
+    return file_exists(wd + "/journal.jsonl") && runs_of(wd).size() >= 10;
+  });
+  ASSERT_TRUE(killed) << "not killed, or finished before the kill:\n" << read_file(log);
   const auto before = runs_of(wd);
   ASSERT_GE(before.size(), 10u);
   RunOptions ro;
