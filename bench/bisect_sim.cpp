@@ -7,13 +7,17 @@
 //              [--threads N] [--seed S] [--extra-histories N (0: the spec scenario only)]
 //              [--build-min F] [--measure-min F] [--wall-histories N (0: no wall-clock table)] [--wall-only]
 //              [--spec-depth N (levels speculated below a round that waits for a build)]
+//              [--l3-only] [--l3-histories N (0: no L3 tables)] [--l3-today N] [--l3-cv F] [--kernel-histories N]
+//              [--trace-l3 I (the log of L3 history I at --commits, --step)] [--confidence F] [--build-cost F]
 //
 // After the spec's scenario (one step, the three methods), further scenarios on the same model: Pinpoint
 // told that the regression exists (no reproduction gate), the expected measured fraction from the model
 // (analytic), a realistic code-change rate, prior weights (uniform / informative / misleading), parallel
 // rounds (P = 1, 3, 7) and several changes (two regressions and a partial recovery). Then the wall-clock
 // table (bisect/simulate_wall.h; --wall-only prints only it): sequential, `parallel: P` on one node, and
-// 1, 4, 8, 16 builders with speculation, for builds of --build-min minutes.
+// 1, 4, 8, 16 builders with speculation, for builds of --build-min minutes. Then the expensive-sample (L3)
+// tables (bench/bisect_sim_l3.h; --l3-only prints only them): single runs at --l3-cv noise, probabilistic
+// bisection beside today's design, and the kernel-timing model bisected both ways.
 // Last line (the spec scenario): bisect_sim: accuracy=<a> median_builds=<b> median_samples=<c>
 // pinpoint_samples=<d> measured_fraction=<e>
 #include <algorithm>
@@ -30,52 +34,17 @@
 
 #include <fmt/format.h>
 
+#include "bench/bisect_sim.h"
+#include "bench/bisect_sim_l3.h"
 #include "bisect/bisector.h"
 #include "bisect/simulate.h"
 #include "bisect/simulate_wall.h"
 #include "stats/stats.h"
 
 using namespace kb::bisect;
+using namespace bisect_sim;
 
 namespace {
-
-struct Summary {
-  double accuracy = 0, exact = 0, median_builds = 0, median_samples = 0, measured_fraction = 0;
-  double p90_samples = 0;
-};
-
-Summary summarize(const std::vector<MethodResult>& rs) {
-  Summary s;
-  std::vector<double> b, smp;
-  int64_t measured = 0, visited = 0;
-  for (const auto& r : rs) {
-    s.accuracy += r.correct;
-    s.exact += r.exact;
-    b.push_back(r.builds);
-    smp.push_back(double(r.samples));
-    measured += r.measured;
-    visited += r.visited;
-  }
-  s.accuracy /= double(rs.size());
-  s.exact /= double(rs.size());
-  s.median_builds = kb::stats::median(b);
-  s.median_samples = kb::stats::median(smp);
-  s.p90_samples = kb::stats::quantile(smp, 0.9);
-  s.measured_fraction = visited ? double(measured) / double(visited) : 0;
-  return s;
-}
-
-// Runs fn(history index, history seed) over n histories on `threads` threads.
-template <class Fn>
-void parallel_for(int n, int threads, Fn fn) {
-  std::atomic<int> next{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (int i; (i = next++) < n;) fn(i);
-    });
-  for (auto& th : pool) th.join();
-}
 
 // Expected measured/visited fraction for the spec's model (analytic): a visited commit halfway through a
 // range of R candidates is classified by its code hash when no commit between it and the range end on the
@@ -94,20 +63,6 @@ double expected_measured_fraction(int commits, double code_change, double build_
   }
   return steps ? measured / steps : 0;
 }
-
-// A floor on the samples of ANY method that is right in >= 99% of histories, for c <= d/3: a clairvoyant
-// sequential probability ratio test that knows both levels exactly, sees no drift and no outliers, and
-// measures only the commit (no reference executable). Each measured step must tell "level good" from
-// "level good + step" in lognormal noise of sd ~cv; with per-step error eps = 0.01 / steps (steps =
-// log2 N, so the bisection errs in at most 1%), Wald's approximation of the expected sample size under
-// either hypothesis is (1 - 2 eps) ln((1 - eps) / eps) * 2 sigma^2 / delta^2.
-double sprt_samples_per_step(int commits, double step, double cv) {
-  const double steps = std::ceil(std::log2(double(commits)));
-  const double eps = 0.01 / steps, delta = std::log1p(step), sigma = cv;
-  return (1 - 2 * eps) * std::log((1 - eps) / eps) * 2 * sigma * sigma / (delta * delta);
-}
-
-double median_of(std::vector<double> v) { return v.empty() ? 0 : kb::stats::median(v); }
 
 // The wall-clock table (bisect/simulate_wall.h): the same histories bisected sequentially, with today's
 // `parallel: P` on one node, and with B builders that speculate; per row the median and mean wall time to
@@ -185,7 +140,9 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   WallConfig wall;
   int wall_histories = 200;
-  bool wall_only = false;
+  bool wall_only = false, l3_only = false;
+  int l3_histories = 1000, l3_today = 200, kernel_histories = 50, trace_l3 = -1;
+  double l3_cv = 0.003;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) {
       if (std::strcmp(argv[i], name) != 0 || i + 1 >= argc) return (const char*)nullptr;
@@ -211,14 +168,48 @@ int main(int argc, char** argv) {
     else if (auto v = arg("--measure-min")) wall.measure_min = std::atof(v);
     else if (auto v = arg("--wall-histories")) wall_histories = std::max(0, std::atoi(v));
     else if (std::strcmp(argv[i], "--wall-only") == 0) wall_only = true;
+    else if (std::strcmp(argv[i], "--l3-only") == 0) l3_only = true;
+    else if (auto v = arg("--l3-histories")) l3_histories = std::max(0, std::atoi(v));
+    else if (auto v = arg("--l3-today")) l3_today = std::max(1, std::atoi(v));
+    else if (auto v = arg("--l3-cv")) l3_cv = std::atof(v);
+    else if (auto v = arg("--kernel-histories")) kernel_histories = std::max(0, std::atoi(v));
+    else if (auto v = arg("--trace-l3")) trace_l3 = std::atoi(v);
+    else if (auto v = arg("--confidence")) c.confidence = std::atof(v);
+    else if (auto v = arg("--build-cost")) c.build_cost = std::atof(v);
     else if (auto v = arg("--spec-depth")) wall.max_depth = std::atoi(v);
     else {
       std::cerr << "usage: bisect_sim [--histories N] [--commits N] [--step F] [--cv F] [--outliers F] "
                    "[--build-fail F] [--code-change F] [--threshold F] [--max-samples N] [--min-samples N] [--alpha F] "
                    "[--block-rounds N] [--load-sd F] [--threads N] [--seed S] [--extra-histories N] [--build-min F] "
-                   "[--measure-min F] [--wall-histories N] [--wall-only] [--spec-depth N]\n";
+                   "[--measure-min F] [--wall-histories N] [--wall-only] [--spec-depth N] [--l3-only] [--l3-histories N] "
+                   "[--l3-today N] [--l3-cv F] [--kernel-histories N] [--trace-l3 I] [--confidence F] [--build-cost F]\n";
       return 2;
     }
+  }
+  const size_t nh = static_cast<size_t>(histories);
+  // Expensive samples: the L3 model is the spec's with run-to-run noise of --l3-cv and no outliers.
+  SimConfig l3 = c;
+  l3.noise.cv = l3_cv;
+  l3.noise.outlier_rate = 0;
+  l3.block_rounds = 0;
+  if (trace_l3 >= 0) {
+    // The loop's log of L3 history I (seeded as the tables' are) at --commits and --step.
+    l3.threshold = l3.step / 2;
+    const uint64_t s = seed * 1000003ULL + uint64_t(trace_l3);
+    const History h = make_history(l3, s);
+    RunOptions o;
+    o.use_hashes = false;
+    o.expensive = true;
+    o.log = [](const std::string& line) { std::cout << line << "\n"; };
+    const MethodResult r = run_kbisect(l3, h, s, o);
+    std::cout << fmt::format("true culprit {}; named {}; {} runs; verdict {}; correct {}\n", h.culprit, r.named, r.samples,
+                             r.verdict, r.correct);
+    return 0;
+  }
+  if (l3_only) {
+    l3_tables(l3, std::max(1, l3_histories), l3_today, threads, seed);
+    if (kernel_histories > 0) kernel_table(c, kernel_histories, threads, seed);
+    return 0;
   }
   if (wall_only) {
     wall_table(c, wall_histories, threads, seed, wall);
@@ -238,7 +229,6 @@ int main(int argc, char** argv) {
       c.max_samples_per_step, 100 * c.load_sd, c.plain_samples, c.plain_alpha, c.pinpoint_start, c.pinpoint_max,
       c.pinpoint_p_diff, c.pinpoint_p_same);
 
-  const size_t nh = static_cast<size_t>(histories);
   std::vector<MethodResult> kbs(nh), plain(nh), pin(nh);
   std::atomic<int> next{0};
   const auto t0 = std::chrono::steady_clock::now();
@@ -422,6 +412,11 @@ int main(int argc, char** argv) {
   }
   if (wall_histories > 0) {
     wall_table(c, wall_histories, threads, seed, wall);
+    std::cout << "\n";
+  }
+  if (l3_histories > 0) {
+    l3_tables(l3, l3_histories, l3_today, threads, seed);
+    if (kernel_histories > 0) kernel_table(c, kernel_histories, threads, seed);
     std::cout << "\n";
   }
   std::cout << fmt::format(

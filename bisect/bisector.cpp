@@ -164,6 +164,7 @@ Outcome Loop::run() {
   const Probe& pb = o_.probes[size_t(n - 1)];
   if (pg.case_ids != pb.case_ids)
     throw InputError("the good and bad toolchains give different case lists (check the toolchains' backends)");
+  if (plan_.expensive) return l3_run();
 
   Step rep;
   const bool reproduced = reproduce(rep);
@@ -171,16 +172,7 @@ Outcome Loop::run() {
   decision_event("reproduce", rep);
   o_.reproduce = rep;
   o_.reproduce_s = now_s() - t0_;
-  if (!reproduced) {
-    end_builds();
-    if (plan_.builders <= 1) o_.builds_started = o_.builds;
-    o_.verdict = rep.measured && rep.decision.verdict == stats::Verdict::unsure ? "inconclusive" : "not-reproduced";
-    o_.summary = (o_.verdict == "inconclusive" ? "could not tell good from bad within the budget: "
-                                               : "the regression does not reproduce: ") +
-                 rep.reason;
-    o_.wall_s = elapsed();
-    return std::move(o_);
-  }
+  if (!reproduced) return not_reproduced(rep);
 
   // ---- steps over a work list of ranges ----
   init_levels(rep);
@@ -202,6 +194,34 @@ Outcome Loop::run() {
   return std::move(o_);
 }
 
+Outcome Loop::not_reproduced(const Step& rep) {
+  end_builds();
+  if (plan_.builders <= 1) o_.builds_started = o_.builds;
+  o_.verdict = rep.measured && rep.decision.verdict == stats::Verdict::unsure ? "inconclusive" : "not-reproduced";
+  o_.summary = (o_.verdict == "inconclusive" ? "could not tell good from bad within the budget: "
+                                             : "the regression does not reproduce: ") +
+               rep.reason;
+  o_.wall_s = elapsed();
+  return std::move(o_);
+}
+
+Step Loop::step_at(int i, const Seg* g) const {
+  Step s;
+  s.phase = "step";
+  s.index = i;
+  s.sha = plan_.shas[size_t(i)];
+  if (g) {
+    s.seg_lo = g->a;
+    s.seg_hi = g->b;
+  }
+  s.round = o_.rounds;
+  if (o_.probed[size_t(i)]) {
+    s.built = o_.probes[size_t(i)].built;
+    s.build_s = o_.probes[size_t(i)].build_s;
+  }
+  return s;
+}
+
 // The journal's first event, or a resume of one for the same range and units.
 void Loop::journal_start() {
   if (!j_) return;
@@ -214,6 +234,11 @@ void Loop::journal_start() {
       throw InputError(fmt::format("journal {} was measured with measure.block_rounds {}, the config now says {} "
                                    "(default {}); restore it or use another --workdir",
                                    j_->path(), jb, plan_.block_rounds, MeasureSettings{}.block_rounds));
+    // Single runs and measurements of rounds are not each other's units either.
+    if (const bool je = st->value("expensive", false); je != plan_.expensive)
+      throw InputError(fmt::format("journal {} was made with measure.sample_cost {}, the config now says {}; restore it "
+                                   "or use another --workdir",
+                                   j_->path(), je ? "expensive" : "cheap", plan_.expensive ? "expensive" : "cheap"));
     for (const json& ev : j_->events()) count_build_event(ev);
     j_->append({{"ev", "resume"}, {"events", j_->events().size()}});
   } else {
@@ -221,6 +246,10 @@ void Loop::journal_start() {
                {"threshold", plan_.threshold}, {"threshold_absolute", plan_.threshold_absolute},
                {"workers", plan_.workers}, {"several", plan_.several}, {"block_rounds", plan_.block_rounds},
                {"report_improvements", plan_.report_improvements}};
+    if (plan_.expensive) {
+      ev["expensive"] = true;
+      ev["confidence"] = plan_.confidence;
+    }
     if (!plan_.weights.empty()) ev["weights"] = plan_.weights;
     j_->append(ev);
   }

@@ -62,6 +62,13 @@ struct Plan {
   // the next rounds can need, Lab::want; speculation changes when a build is ready, never a decision).
   int builders = 1;
   int speculation_depth = 3;      // levels of sub-ranges built ahead while a round waits for a build
+  // Expensive samples (measure.sample_cost: expensive; bisect/expensive.cpp): every run of the metric at a
+  // commit is one observation, the decisions are on the posterior of the step's position given every run
+  // (stats/step_posterior.h), the next run goes where it splits that posterior best (bisect/locate.h), up to
+  // `workers` runs in flight. budgets.max_runs caps the runs.
+  bool expensive = false;
+  double confidence = 0.999;      // a position is taken when it holds this posterior probability
+  double build_cost = -1;         // a build's cost in runs when choosing where to run (< 0: measured)
 };
 
 struct Step {
@@ -105,6 +112,7 @@ struct Culprit {
   // Effect vs the parent: timed metrics as a log-ratio with its CI, static metrics as values.
   double effect = 0, effect_lo = 0, effect_hi = 0;
   double parent_value = 0, value = 0;  // static metrics
+  double posterior = -1;        // expensive samples: its posterior probability in its range when taken
 };
 
 // A range whose step could not be pinned to one commit (skips, or the budget ran out).
@@ -140,6 +148,12 @@ struct Outcome {
   int rounds = 0;               // step rounds (one commit per round, or `workers` commits per round)
   std::vector<double> weights;  // the prior weights used (empty: uniform)
   double wall_s = 0;
+  // Expensive samples: runs of the metric that ended (journaled ones included) and their wall time summed
+  // (queueing included), runs cancelled in flight when the search ended, and the largest number in flight.
+  bool expensive = false;
+  int runs = 0, runs_cancelled = 0, max_in_flight = 0;
+  double run_s = 0;
+  double posterior = -1;        // the main culprit's posterior probability when it was taken (-1: none)
 };
 
 

@@ -13,7 +13,9 @@
 // again (once, as any job).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "bisect/config.h"
 
@@ -29,6 +31,25 @@ struct BuildJobResult {
   bool adopted = false;  // a job (or the exit status) a previous session left was taken
   bool cancelled = false;  // `cancel` turned true before the job ended: it was scancel'ed (state: what Slurm says)
 };
+
+// One batch script as a Slurm job, the part a build job and a run job (bisect/run_job.h) share. The job named
+// `name` that a previous session left queued or running is adopted (waited for), as is the exit status its
+// script left in STEM.rc when STEM.sh is there; otherwise write_script() writes STEM.sh and it is submitted
+// with `sbatch_args` (plus --no-requeue). A node failure, or an adopted job that vanished without a status,
+// is submitted once more. The job is cancelled (scancel) when `cancel` turns true (unless it ended first) or
+// after timeout_s. Throws EnvError when Slurm's tools cannot run.
+struct JobEnd {
+  std::string job_id, state;  // the last job, and its JobState at the end ("" unknown)
+  std::string rc;             // the exit status its script wrote ("" none)
+  bool adopted = false, timed_out = false, cancelled = false;
+  int attempts = 0;
+  double wall_s = 0;          // submit (or adoption) to end, queueing included
+};
+JobEnd run_job(const std::vector<std::string>& sbatch_args, const std::string& name, const std::string& stem,
+               double timeout_s, double poll_s, const std::atomic<bool>* cancel,
+               const std::function<void()>& write_script);
+// The exit status a job's script left in STEM.rc ("" when none).
+std::string job_status(const std::string& stem);
 
 // kbisect-build-<sha12>-<8 hex digits of the working directory's hash>.
 std::string build_job_name(const std::string& sha, const std::string& workdir);

@@ -75,6 +75,8 @@ Plan plan_for(const BisectConfig& cfg, const std::vector<git::CommitInfo>& commi
   p.builders = cfg.builders;
   p.several = cfg.several_culprits;
   p.report_improvements = cfg.report_improvements;
+  p.expensive = expensive_samples(cfg);
+  p.confidence = cfg.measure.confidence;
   return p;
 }
 
@@ -95,7 +97,7 @@ BisectRun bisect(const BisectConfig& cfg, const std::string& workdir_in, bool re
                     short_sha(range.commits.front().sha), short_sha(range.commits.back().sha), metric_label(cfg.metric, cfg.metric_column),
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold)));
   Provider provider(cfg, repo, run.workdir);
-  RealLab lab(cfg, provider);
+  RealLab lab(cfg, provider, run.workdir);
   Plan plan = plan_for(cfg, range.commits);
   if (report_improvements) plan.report_improvements = true;
   if (workers > 0) plan.workers = workers;

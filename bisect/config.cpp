@@ -106,31 +106,42 @@ std::string keep_top_level(const std::string& text, const std::vector<std::strin
   return out;
 }
 
-// provider.build.slurm: every build a Slurm job with these sbatch options.
-void read_build_slurm(const Ctx& cx, const YAML::Node& n, ProviderSpec& p) {
-  if (!n.IsMap()) cx.fail(n, "'provider.build.slurm' must be a mapping {partition, time, cpus_per_task, mem, extra, poll_s}");
-  check_keys(cx, n, "provider.build.slurm", {"partition", "time", "cpus_per_task", "mem", "extra", "poll_s"});
+// `where` (provider.build.slurm, measure.slurm): every build, or every run, a Slurm job with these sbatch
+// options; `gpus` also reads gres and gpus (a run's GPUs).
+slurm::SubmitOptions read_slurm(const Ctx& cx, const YAML::Node& n, const std::string& where, double& poll_s, bool gpus) {
+  std::vector<std::string> keys = {"partition", "time", "cpus_per_task", "mem", "extra", "poll_s"};
+  if (gpus) keys.insert(keys.end(), {"gres", "gpus"});
+  if (!n.IsMap())
+    cx.fail(n, fmt::format("'{}' must be a mapping {{partition, time, cpus_per_task, mem, {}extra, poll_s}}", where,
+                           gpus ? "gres, gpus, " : ""));
+  check_keys(cx, n, where, keys);
   slurm::SubmitOptions o;
-  if (n["partition"]) o.partition = str(cx, n["partition"], "provider.build.slurm.partition");
-  if (n["time"]) o.time = str(cx, n["time"], "provider.build.slurm.time");
-  if (n["cpus_per_task"]) o.cpus_per_task = positive_int(cx, n["cpus_per_task"], "provider.build.slurm.cpus_per_task");
-  if (n["mem"]) o.mem = str(cx, n["mem"], "provider.build.slurm.mem");
+  if (n["partition"]) o.partition = str(cx, n["partition"], where + ".partition");
+  if (n["time"]) o.time = str(cx, n["time"], where + ".time");
+  if (n["cpus_per_task"]) o.cpus_per_task = positive_int(cx, n["cpus_per_task"], where + ".cpus_per_task");
+  if (n["mem"]) o.mem = str(cx, n["mem"], where + ".mem");
+  if (n["gres"]) o.gres = str(cx, n["gres"], where + ".gres");
+  if (n["gpus"]) o.gpus = positive_int(cx, n["gpus"], where + ".gpus");
   if (const auto e = n["extra"]) {
-    if (!e.IsSequence()) cx.fail(e, "'provider.build.slurm.extra' must be a list of sbatch options");
+    if (!e.IsSequence()) cx.fail(e, fmt::format("'{}.extra' must be a list of sbatch options", where));
     for (const auto& a : e) {
-      const std::string v = str(cx, a, "provider.build.slurm.extra[]");
+      const std::string v = str(cx, a, where + ".extra[]");
       if (v.empty() || v[0] != '-')
-        cx.fail(a, fmt::format("'provider.build.slurm.extra' entry '{}' must be an sbatch option (starting with '-')", v));
+        cx.fail(a, fmt::format("'{}.extra' entry '{}' must be an sbatch option (starting with '-')", where, v));
       o.extra.push_back(v);
     }
   }
-  for (const std::string& v : {o.partition, o.time, o.mem})
-    if (!v.empty() && v[0] == '-') cx.fail(n, fmt::format("'provider.build.slurm': '{}' is not a value", v));
+  for (const std::string& v : {o.partition, o.time, o.mem, o.gres})
+    if (!v.empty() && v[0] == '-') cx.fail(n, fmt::format("'{}': '{}' is not a value", where, v));
   if (n["poll_s"]) {
-    p.slurm_poll_s = num(cx, n["poll_s"], "provider.build.slurm.poll_s");
-    if (!(p.slurm_poll_s > 0)) cx.fail(n["poll_s"], "'provider.build.slurm.poll_s' must be positive");
+    poll_s = num(cx, n["poll_s"], where + ".poll_s");
+    if (!(poll_s > 0)) cx.fail(n["poll_s"], fmt::format("'{}.poll_s' must be positive", where));
   }
-  p.slurm = o;
+  return o;
+}
+
+void read_build_slurm(const Ctx& cx, const YAML::Node& n, ProviderSpec& p) {
+  p.slurm = read_slurm(cx, n, "provider.build.slurm", p.slurm_poll_s, false);
 }
 
 ProviderSpec parse_provider(const Ctx& cx, const YAML::Node& n) {
@@ -295,7 +306,8 @@ void read_threshold(const Ctx& cx, const YAML::Node& root, BisectConfig& c) {
 
 void read_budgets(const Ctx& cx, const YAML::Node& b, Budgets& out) {
   if (!b.IsMap()) cx.fail(b, "'budgets' must be a mapping");
-  check_keys(cx, b, "budgets", {"max_builds", "max_samples_per_step", "max_wall_s"});
+  check_keys(cx, b, "budgets", {"max_builds", "max_samples_per_step", "max_wall_s", "max_runs"});
+  if (b["max_runs"]) out.max_runs = positive_int(cx, b["max_runs"], "budgets.max_runs");
   if (b["max_builds"]) out.max_builds = positive_int(cx, b["max_builds"], "budgets.max_builds");
   if (b["max_samples_per_step"])
     out.max_samples_per_step = positive_int(cx, b["max_samples_per_step"], "budgets.max_samples_per_step");
@@ -308,7 +320,29 @@ void read_budgets(const Ctx& cx, const YAML::Node& b, Budgets& out) {
 void read_measure(const Ctx& cx, const YAML::Node& m, MeasureSettings& s) {
   if (!m.IsMap()) cx.fail(m, "'measure' must be a mapping");
   check_keys(cx, m, "measure", {"mode", "warmup_s", "min_sample_s", "min_samples", "block_rounds", "placement", "alpha",
-                                    "max_step_s", "seed"});
+                                    "max_step_s", "seed", "sample_cost", "confidence", "run_cost", "slurm"});
+  if (m["sample_cost"]) {
+    s.sample_cost = str(cx, m["sample_cost"], "measure.sample_cost");
+    if (s.sample_cost != "cheap" && s.sample_cost != "expensive")
+      cx.fail(m["sample_cost"], fmt::format("'measure.sample_cost' = '{}' must be cheap or expensive", s.sample_cost));
+  }
+  if (m["confidence"]) {
+    s.confidence = num(cx, m["confidence"], "measure.confidence");
+    if (!(s.confidence >= 0.5 && s.confidence < 1)) cx.fail(m["confidence"], "'measure.confidence' must be in [0.5, 1)");
+  }
+  if (const auto rc = m["run_cost"]) {
+    if (!rc.IsMap()) cx.fail(rc, "'measure.run_cost' must be a mapping {gpus, hours}");
+    check_keys(cx, rc, "measure.run_cost", {"gpus", "hours"});
+    if (rc["gpus"]) {
+      s.run_gpus = num(cx, rc["gpus"], "measure.run_cost.gpus");
+      if (!(s.run_gpus > 0)) cx.fail(rc["gpus"], "'measure.run_cost.gpus' must be positive");
+    }
+    if (rc["hours"]) {
+      s.run_hours = num(cx, rc["hours"], "measure.run_cost.hours");
+      if (!(s.run_hours > 0)) cx.fail(rc["hours"], "'measure.run_cost.hours' must be positive");
+    }
+  }
+  if (m["slurm"]) s.slurm = read_slurm(cx, m["slurm"], "measure.slurm", s.slurm_poll_s, true);
   if (m["mode"]) {
     s.mode = str(cx, m["mode"], "measure.mode");
     if (*s.mode != "hot" && *s.mode != "cold") cx.fail(m["mode"], fmt::format("'measure.mode' = '{}' must be hot or cold", *s.mode));
@@ -392,7 +426,14 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
     c.parallel = positive_int(cx, root["parallel"], "parallel");
     if (c.parallel > 64) cx.fail(root["parallel"], fmt::format("'parallel' = '{}' must be at most 64", c.parallel));
   }
-  if (c.provider.slurm) c.scheduler = "slurm";
+  if (expensive_samples(c) && c.metric != Metric::external)
+    cx.fail(root["measure"]["sample_cost"], fmt::format("'measure.sample_cost' = 'expensive' needs an external metric (metric "
+                                                        "is {}; kernel timing keeps cheap samples: docs/bisect.md, \"L3\")",
+                                                        to_string(c.metric)));
+  if (c.measure.slurm && !expensive_samples(c))
+    cx.fail(root["measure"]["slurm"], "'measure.slurm' runs each run of an expensive sample as a Slurm job: it needs "
+                                      "measure.sample_cost: expensive (the default for an external metric)");
+  if (c.provider.slurm || c.measure.slurm) c.scheduler = "slurm";
   if (root["scheduler"]) set_scheduler(c, str(cx, root["scheduler"], "scheduler"), cx.at(root["scheduler"]) + ": 'scheduler'");
   if (root["builders"]) {
     c.builders = positive_int(cx, root["builders"], "builders");
@@ -411,20 +452,25 @@ BisectConfig parse_bisect_config(const std::string& text, const std::string& ori
 void set_scheduler(BisectConfig& c, const std::string& scheduler, const std::string& where, bool override) {
   if (scheduler == "local" && override) {
     c.provider.slurm.reset();
+    c.measure.slurm.reset();
     c.builders = 1;
   }
   if (scheduler == "local") {
     if (c.provider.slurm)
       throw InputError(fmt::format("{} = 'local', but provider.build.slurm asks for Slurm builds; remove one", where));
+    if (c.measure.slurm)
+      throw InputError(fmt::format("{} = 'local', but measure.slurm asks for runs as Slurm jobs; remove one", where));
     c.scheduler = scheduler;
     if (c.builders > 1)
       throw InputError(fmt::format("{} = 'local' with builders {}: building ahead needs scheduler slurm", where, c.builders));
     return;
   }
   if (scheduler != "slurm") throw InputError(fmt::format("{} = '{}' is not local or slurm", where, scheduler));
-  if (c.provider.kind != ProviderSpec::Kind::build)
-    throw InputError(fmt::format("{} = 'slurm' needs provider.build (the builds it submits as jobs)", where));
-  if (!c.provider.slurm) c.provider.slurm = slurm::SubmitOptions{};  // the cluster's default partition and limits
+  if (c.provider.kind != ProviderSpec::Kind::build && !c.measure.slurm)
+    throw InputError(fmt::format("{} = 'slurm' needs provider.build (the builds it submits as jobs) or measure.slurm "
+                                 "(the runs)", where));
+  // Builds as jobs with the cluster's default partition and limits unless provider.build.slurm says more.
+  if (c.provider.kind == ProviderSpec::Kind::build && !c.provider.slurm) c.provider.slurm = slurm::SubmitOptions{};
   c.scheduler = scheduler;
 }
 
@@ -434,6 +480,10 @@ void set_builders(BisectConfig& c, int builders, const std::string& where) {
     throw InputError(fmt::format("{} = '{}' needs scheduler slurm (local builds share this node's cores: use 'parallel')",
                                  where, builders));
   c.builders = builders;
+}
+
+bool expensive_samples(const BisectConfig& c) {
+  return c.measure.sample_cost == "expensive" || (c.measure.sample_cost.empty() && c.metric == Metric::external);
 }
 
 int block_rounds_of(const BisectConfig& c) {

@@ -87,6 +87,7 @@ struct Budgets {
   int max_builds = 40;             // toolchain builds (cached ones are free)
   int max_samples_per_step = 2048; // rounds (samples of each executable) per measured step
   double max_wall_s = 0;           // 0 = no limit
+  int max_runs = 200;              // expensive samples: runs of the metric in all (reproduce, search, verify)
 };
 
 struct MeasureSettings {
@@ -106,6 +107,17 @@ struct MeasureSettings {
   std::string placement = "process";
   double alpha = 0.05;     // error rate of the sequential decisions, spread over their looks
   double max_step_s = 120; // wall time cap for one measured step
+  // cheap: a sample costs little next to a build (kernel timing: blocks, sequential paired decisions);
+  // expensive: one run is a training job (the default for external metrics): probabilistic bisection over
+  // single runs (docs/bisect.md, "L3"). Empty: the metric's default.
+  std::string sample_cost;
+  double confidence = 0.999;  // expensive: the posterior probability at which a position is taken
+  // expensive: what one run costs, for the reports' GPU-hours: GPUs it holds and hours it takes (0: the
+  // measured wall time of each run).
+  double run_gpus = 1, run_hours = 0;
+  // expensive with scheduler slurm: every run a Slurm job with these sbatch options (bisect/run_job.h).
+  std::optional<slurm::SubmitOptions> slurm;
+  double slurm_poll_s = 2;
 };
 
 struct BisectConfig {
@@ -143,6 +155,8 @@ BisectConfig load_bisect_config(const std::string& path);
 // config's Slurm options and builders. Throws InputError.
 void set_scheduler(BisectConfig& c, const std::string& scheduler, const std::string& where, bool override = false);
 void set_builders(BisectConfig& c, int builders, const std::string& where);
+// True when one sample is expensive (measure.sample_cost, by default expensive for an external metric).
+bool expensive_samples(const BisectConfig& c);
 // Rounds per block of this config's measurements: measure.block_rounds for the metrics that time loaded
 // executables (time, tflops), 0 for the others (compile time and external metrics run fresh processes:
 // their units are rounds).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -151,7 +152,8 @@ struct RealLab::Loaded {
   std::vector<std::unique_ptr<Executable>> exes;
 };
 
-RealLab::RealLab(const BisectConfig& cfg, Provider& provider) : cfg_(cfg), provider_(provider) {
+RealLab::RealLab(const BisectConfig& cfg, Provider& provider, std::string workdir)
+    : cfg_(cfg), provider_(provider), workdir_(std::move(workdir)) {
   if (cfg.builders > 1) pool_ = std::make_unique<BuildPool>(provider, cfg.builders);
   try {
     user_kernels_ = bool(YAML::Load(cfg.sweep_text)["user_kernels"]);
@@ -319,6 +321,42 @@ Measured RealLab::measure(const std::vector<std::string>& shas, const MeasureAsk
   if (cfg_.metric == Metric::compile_time)
     return one_at_a_time(shas.size(), ask, stop, [&](size_t i) { return compile_seconds(ls[i]->cases); });
   return measure_loaded(ls, ask, stop);
+}
+
+int RealLab::start_run(const std::string& sha, int ordinal) {
+  if (cfg_.metric != Metric::external || !cfg_.external)
+    throw Error(fmt::format("internal: single runs need an external metric (metric is {})", to_string(cfg_.metric)));
+  std::optional<Toolchain> tc;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Loaded& L = load(sha, nullptr);
+    if (!L.probe.ok) throw Error(fmt::format("cannot run at {}: {}", short_sha(sha), L.probe.reason));
+    if (!L.sweep.toolchains.empty()) tc = *L.sweep.toolchains[0];  // a copy: the commit may be unloaded meanwhile
+  }
+  const ExternalMetric em = *cfg_.external;
+  const std::optional<slurm::SubmitOptions> job = cfg_.measure.slurm;
+  const double poll = cfg_.measure.slurm_poll_s;
+  const std::string wd = workdir_;
+  return runs_.start(sha, [em, tc, job, poll, wd, sha, ordinal](const std::atomic<bool>& cancel) {
+    const Toolchain* t = tc ? &*tc : nullptr;
+    const std::map<std::string, std::string> env = {{"KBISECT_COMMIT", sha}};
+    RunDone d;
+    if (job) {
+      d = run_external_job(em, external_command(em, t, ordinal, env), *job, poll, sha, ordinal, wd, wd + "/slurm/runs",
+                           &cancel);
+    } else {
+      const ExternalRun r = run_external_once(em, t, ordinal, env);
+      d.value = r.value;
+      d.wall_s = r.wall_s;
+    }
+    if (!d.cancelled) {
+      if (!(d.value > 0))
+        throw Error(fmt::format("external metric at {}: value {} is not positive ({} parses '{}')", short_sha(sha), d.value,
+                                em.origin, em.parse));
+      if (em.higher_is_better) d.value = 1.0 / d.value;  // larger is worse, as for time
+    }
+    return d;
+  });
 }
 
 Measured RealLab::measure_loaded(const std::vector<Loaded*>& ls, const MeasureAsk& ask, const RoundsStop& stop) {

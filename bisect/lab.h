@@ -12,6 +12,7 @@
 #include "bisect/config.h"
 #include "bisect/oracle.h"
 #include "bisect/provider.h"
+#include "bisect/run_job.h"
 #include "harness/reference.h"
 #include "harness/sweep.h"
 
@@ -23,7 +24,8 @@ namespace kb::bisect {
 // (bisect/builds.h) that builds ahead of the loop's questions.
 class RealLab : public Lab {
  public:
-  RealLab(const BisectConfig& cfg, Provider& provider);
+  // `workdir`: where run jobs keep their scripts and output (WORKDIR/slurm/runs), with measure.slurm.
+  RealLab(const BisectConfig& cfg, Provider& provider, std::string workdir = "");
   ~RealLab() override;
   Probe probe(const std::string& sha) override;
   Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) override;
@@ -33,6 +35,11 @@ class RealLab : public Lab {
   std::vector<nlohmann::json> build_events() override;
   void stop_builds() override;
   void reference(const std::string& sha) override { reference_sha_ = sha; }
+  // Expensive samples (an external metric): each run of the command on a thread of its own, locally or as a
+  // Slurm job (measure.slurm; bisect/run_job.h).
+  int start_run(const std::string& sha, int ordinal) override;
+  RunDone wait_run() override { return runs_.wait(); }
+  void cancel_runs() override { runs_.cancel(); }
 
  private:
   struct Loaded;
@@ -58,6 +65,8 @@ class RealLab : public Lab {
   // before any other (when the config has user kernels and the metric runs the cases).
   std::string reference_sha_;
   bool user_kernels_ = false;
+  std::string workdir_;
+  RunPool runs_;  // last: its destructor joins the runs' threads, which use the members above
 };
 
 }  // namespace kb::bisect

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,7 +12,9 @@
 #include <vector>
 
 #include "bisect/bisector.h"
+#include "bisect/locate.h"
 #include "core/clock.h"
+#include "stats/step_posterior.h"
 
 namespace kb::bisect::loop {
 
@@ -89,7 +92,47 @@ class Loop {
   void verify_culprit(const Seg& g);
   void finish_outcome();
 
+  // expensive.cpp: expensive samples (plan_.expensive), every run one observation. A range's state: the
+  // posterior of its step's position, the classes runs can tell apart, the most probable one, and what to do.
+  struct L3State {
+    stats::StepPosterior post;
+    HypothesisClass best;
+    // none: no change beyond the threshold in the range (its levels closer than that)
+    enum class Mode { search, verify, culprit, ambiguous, none } mode = Mode::search;
+    int culprit = -1;         // verify / culprit: the commit (walk index)
+    stats::Decision check;    // verify / culprit: it against its parent, from the runs
+  };
+  Outcome l3_run();
+  void l3_replay();
+  bool l3_reproduce(Step& rep);
+  stats::Decision l3_ends(int a, int b);
+  void l3_search(Seg g, std::deque<Seg>& work);
+  L3State l3_state(const Seg& g);
+  std::optional<int> l3_next(const Seg& g);
+  // Starts runs at the commits `pick` names (probing them first: a failed build is a skip and `pick` is
+  // asked again) while fewer than plan_.workers are in flight and the run budget allows; the number started.
+  int l3_fill(const std::function<std::optional<int>()>& pick);
+  void l3_wait();  // one run ends: journaled and pooled
+  void l3_found(const Seg& g, const L3State& st, std::deque<Seg>& work);
+  void l3_open(const Seg& g, const L3State& st, const std::string& why);
+  void l3_steps(const Seg& g, const L3State& st);
+  std::vector<stats::Run> l3_runs_in(int a, int b) const;  // local commit indices (0 = a)
+  stats::Decision l3_contrast(int i, int j, double sigma, int dof, double conf) const;
+  double l3_mean(int i) const;
+  bool l3_out_of_runs() const {
+    return int(runs_.size() + flying_.size()) >= plan_.budgets.max_runs || over_wall_budget();
+  }
+  double l3_build_cost() const;
+  std::vector<stats::Run> runs_;  // every run: walk index, log value (larger = worse)
+  std::vector<int> runs_at_, flying_at_;
+  std::map<int, int> flying_;     // ticket -> walk index
+  double run_wall_sum_ = 0;
+
   void decision_event(const std::string& key, const Step& s);
+  // A step about commit i (of range g when given), asked in the current round, with its build's figures.
+  Step step_at(int i, const Seg* g = nullptr) const;
+  // The outcome when the reproduction did not show the regression (or could not tell).
+  Outcome not_reproduced(const Step& rep);
   bool over_wall_budget() const {
     return plan_.budgets.max_wall_s > 0 && elapsed() > plan_.budgets.max_wall_s;
   }

@@ -22,6 +22,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,16 @@ std::vector<double> block_summary(const Rounds& block);
 // Appends a complete block to m: its rounds to m.raw, its block_summary to m.units (sized per commit).
 void add_block(Measured& m, const Rounds& block);
 
+// One run of the metric at one commit (expensive samples, measure.sample_cost: expensive), as it ended.
+struct RunDone {
+  int ticket = -1;
+  std::string sha;
+  double value = 0;      // larger = worse (an external metric where higher is better comes inverted)
+  double wall_s = 0;     // start to end, queueing included
+  std::string job;       // the Slurm job that ran it ("" for a local run)
+  bool cancelled = false;  // cancel_runs() stopped it: no value
+};
+
 class Lab {
  public:
   virtual ~Lab() = default;
@@ -97,6 +108,18 @@ class Lab {
   virtual std::vector<nlohmann::json> build_events() { return {}; }
   // Cancels the builds ahead still in flight and waits for them to end (the search is over).
   virtual void stop_builds() {}
+  // Expensive samples (bisect/loop.h, "L3"): starts one run of the metric at a commit already probed ok and
+  // returns its ticket; `ordinal` numbers that commit's runs from 0 (journaled ones included), the command's
+  // KBISECT_RUN_INDEX. wait_run() blocks until a started run ends and returns it (rethrowing what a failed run
+  // threw; throws std::logic_error when none is in flight). cancel_runs() stops the runs in flight that can be
+  // stopped (Slurm jobs); wait_run() then returns them with `cancelled`. A lab without runs throws.
+  virtual int start_run(const std::string& sha, int ordinal) {
+    (void)sha;
+    (void)ordinal;
+    throw std::logic_error("this lab has no single runs");
+  }
+  virtual RunDone wait_run() { throw std::logic_error("this lab has no single runs"); }
+  virtual void cancel_runs() {}
   // The commit whose outputs are the reference of users' Triton kernels (harness/user_check.h): the good
   // one, told before anything is probed, so that it is loaded first even when a resumed run takes its probe
   // from the journal.

@@ -145,7 +145,47 @@ std::string builds_ahead_line(const Outcome& o) {
                      o.reproduce_s, o.search_s, o.verify_s);
 }
 
+// "1.50 h", or "2.3 s" below a tenth of an hour.
+std::string duration(double hours) {
+  return hours >= 0.1 ? fmt::format("{:.2f} h", hours) : fmt::format("{:.1f} s", hours * 3600);
+}
+
+// Expensive samples: what the runs cost. Hours per run as configured (measure.run_cost.hours) or measured
+// (the mean wall time of the runs, queueing included); GPU-hours = runs x GPUs x hours per run.
+struct RunCost {
+  double hours_per_run = 0, gpu_hours = 0;
+  bool measured = false;
+};
+RunCost run_cost(const BisectConfig& cfg, const Outcome& o) {
+  RunCost c;
+  c.measured = !(cfg.measure.run_hours > 0);
+  c.hours_per_run = c.measured ? (o.runs > 0 ? o.run_s / o.runs / 3600 : 0) : cfg.measure.run_hours;
+  c.gpu_hours = o.runs * cfg.measure.run_gpus * c.hours_per_run;
+  return c;
+}
+
+// "Runs: 23 of the metric (at most 3 in flight, none cancelled) at 8 GPUs x 1.00 h each (given): 184.0 GPU-hours."
+std::string runs_line(const BisectConfig& cfg, const Outcome& o) {
+  if (!o.expensive) return "";
+  const RunCost c = run_cost(cfg, o);
+  std::string s = fmt::format("Runs: {} of the metric (at most {} in flight, {} cancelled) at {:g} GPU{} x {} each ({}): "
+                              "{:.2f} GPU-hours",
+                              o.runs, o.max_in_flight, o.runs_cancelled, cfg.measure.run_gpus,
+                              cfg.measure.run_gpus == 1 ? "" : "s", duration(c.hours_per_run),
+                              c.measured ? "measured" : "given", c.gpu_hours);
+  if (o.posterior >= 0) s += fmt::format("; the culprit's posterior probability {:.4f}", o.posterior);
+  return s + ".\n\n";
+}
+
 }  // namespace
+
+std::string runs_summary(const BisectConfig& cfg, const Outcome& o) {
+  if (!o.expensive) return "";
+  const RunCost c = run_cost(cfg, o);
+  return fmt::format("runs: {} (at most {} in flight, {} cancelled), {:.2f} GPU-hours ({:g} GPU{} x {} per run, {})",
+                     o.runs, o.max_in_flight, o.runs_cancelled, c.gpu_hours, cfg.measure.run_gpus,
+                     cfg.measure.run_gpus == 1 ? "" : "s", duration(c.hours_per_run), c.measured ? "measured" : "given");
+}
 
 json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits) {
   json j;
@@ -162,12 +202,15 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
                  {"threshold_absolute", cfg.threshold_absolute},
                  {"alpha", cfg.measure.alpha},
                  {"block_rounds", block_rounds_of(cfg)},
+                 {"sample_cost", expensive_samples(cfg) ? "expensive" : "cheap"},
+                 {"confidence", cfg.measure.confidence},
                  {"scheduler", cfg.scheduler},
                  {"builders", cfg.builders},
                  {"budgets",
                   {{"max_builds", cfg.budgets.max_builds},
                    {"max_samples_per_step", cfg.budgets.max_samples_per_step},
-                   {"max_wall_s", cfg.budgets.max_wall_s}}}};
+                   {"max_wall_s", cfg.budgets.max_wall_s},
+                   {"max_runs", cfg.budgets.max_runs}}}};
   j["range"] = {{"good", commit_json(commits.front())},
                 {"bad", commit_json(commits.back())},
                 {"commits", commits.size() - 1}};
@@ -228,6 +271,16 @@ json result_json(const BisectConfig& cfg, const Outcome& o, const std::vector<gi
                 {"wall_s", o.wall_s},
                 {"visited_steps", o.visited},
                 {"measured_steps", o.measured_steps}};
+  if (o.expensive) {
+    const RunCost c = run_cost(cfg, o);
+    j["spent"]["runs"] = o.runs;
+    j["spent"]["runs_cancelled"] = o.runs_cancelled;
+    j["spent"]["max_in_flight"] = o.max_in_flight;
+    j["spent"]["run_s"] = o.run_s;
+    j["spent"]["gpu_hours"] = c.gpu_hours;
+    j["spent"]["run_cost"] = {{"gpus", cfg.measure.run_gpus}, {"hours", c.hours_per_run}, {"measured", c.measured}};
+    if (o.posterior >= 0) j["spent"]["culprit_posterior"] = o.posterior;
+  }
   return j;
 }
 
@@ -247,6 +300,7 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
                     o.samples, o.wall_s, o.visited, o.measured_steps);
   md += builds_ahead_line(o);
+  md += runs_line(cfg, o);
   if (!o.culprits.empty()) {
     md += "## Culprits\n\n| commit | subject | kind | verified | effect |\n|---|---|---|---|---|\n";
     for (const auto& cu : o.culprits)
@@ -358,6 +412,7 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
   h += fmt::format("<p>Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
                    o.samples, o.wall_s, o.visited, o.measured_steps);
   if (const std::string b = builds_ahead_line(o); !b.empty()) h += "<p>" + html_escape(b) + "</p>\n";
+  if (const std::string r = runs_line(cfg, o); !r.empty()) h += "<p>" + html_escape(r) + "</p>\n";
   if (!o.culprits.empty()) {
     h += "<table><tr><th>commit</th><th>subject</th><th>kind</th><th>verified</th><th>effect</th></tr>\n";
     for (const auto& cu : o.culprits)

@@ -27,6 +27,9 @@ std::string plot_svg(const BisectConfig& cfg, const Outcome& o, const std::vecto
 ReportPaths write_reports(const BisectConfig& cfg, const Outcome& o, const std::vector<git::CommitInfo>& commits,
                           const std::string& dir);
 
+// Expensive samples: "runs: 23 (at most 3 in flight), 184.0 GPU-hours (8 GPUs x 1 h per run, given)", "" otherwise.
+std::string runs_summary(const BisectConfig& cfg, const Outcome& o);
+
 // The CLI's last line: "culprit: <sha> <subject>" or "verdict: <verdict>".
 std::string final_line(const Outcome& o, const std::vector<git::CommitInfo>& commits);
 

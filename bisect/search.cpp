@@ -118,15 +118,8 @@ std::vector<size_t> Loop::classify(const Seg& g, Picked& pk) {
   for (size_t q = 0; q < pk.picks.size(); ++q) {
     const int m = pk.picks[q];
     Step& s = pk.steps[q];
-    s.phase = "step";
-    s.index = m;
-    s.sha = plan_.shas[size_t(m)];
-    s.seg_lo = g.a;
-    s.seg_hi = g.b;
-    s.round = o_.rounds;
+    s = step_at(m, &g);
     const Probe& p = o_.probes[size_t(m)];
-    s.built = p.built;
-    s.build_s = p.build_s;
     ++o_.visited;
     if (!p.ok) {
       s.how = "build-or-compile-failed";

@@ -140,6 +140,30 @@ Measured SimLab::measure(const std::vector<std::string>& shas, const MeasureAsk&
   return out;
 }
 
+int SimLab::start_run(const std::string& sha, int ordinal) {
+  const int i = index_of(sha);
+  stats::Rng rng(seed_ * 0x9E3779B97F4A7C15ULL ^ (uint64_t(i) * 0xD1B54A32D192ED03ULL + uint64_t(ordinal) * 0x94D049BB133111EBULL));
+  NoiseModel m = c_.noise;
+  m.seed = rng.next();
+  NoiseGenerator gen(m);
+  RunDone d;
+  d.ticket = tickets_++;
+  d.sha = sha;
+  d.value = gen.round({h_.time_at(i, c_) * std::exp(c_.load_sd * rng.normal())})[0];
+  d.wall_s = 1 + c_.run_spread * rng.uniform();
+  flying_.push_back({d.ticket, clock_ + d.wall_s, d});
+  return d.ticket;
+}
+
+RunDone SimLab::wait_run() {
+  if (flying_.empty()) throw std::logic_error("SimLab::wait_run: no run in flight");
+  auto it = std::min_element(flying_.begin(), flying_.end(), [](const Flying& a, const Flying& b) { return a.end < b.end; });
+  clock_ = std::max(clock_, it->end);
+  RunDone d = it->done;
+  flying_.erase(it);
+  return d;
+}
+
 namespace {
 
 // Correct answer given what can be known: the culprit, or — when unbuildable commits hide it — the
@@ -194,16 +218,22 @@ MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, co
   p.several = opts.several;
   p.report_improvements = opts.report_improvements;
   p.use_hashes = opts.use_hashes;
-  Outcome o = run_bisection(p, lab, nullptr);
+  p.expensive = opts.expensive;
+  p.confidence = c.confidence;
+  p.budgets.max_runs = c.max_runs;
+  p.build_cost = c.build_cost;
+  Outcome o = run_bisection(p, lab, nullptr, opts.log);
   if (opts.outcome) *opts.outcome = o;
   MethodResult r;
   score(r, h, o.verdict, o.verdict == "culprit" || o.verdict == "unverified" ? o.culprit : -1, o.candidates);
   if (o.verdict == "unverified") r.correct = r.exact = false;  // not named with confidence
+  r.named = o.culprit;
   r.builds = o.builds;
   r.samples = o.samples;
   r.visited = o.visited;
   r.measured = o.measured_steps;
   r.rounds = o.rounds;
+  r.wall = lab.clock();
   const auto regs = h.regressions(), imps = h.improvements();
   auto has = [](const std::vector<int>& v, int i) { return std::find(v.begin(), v.end(), i) != v.end(); };
   bool spurious = false;

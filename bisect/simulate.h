@@ -9,6 +9,7 @@
 //    p <= p_diff, same at p > p_same; samples of a commit are kept and reused across comparisons.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ struct SimConfig {
   double plain_alpha = 0.05;
   int pinpoint_start = 10, pinpoint_max = 160;
   double pinpoint_p_diff = 0.05, pinpoint_p_same = 0.10;
+  // Expensive samples (Plan::expensive): the posterior's stop, the runs cap, a build's cost in runs for the
+  // choice of where to run, and how much run durations vary (runs in flight end in that order).
+  double confidence = MeasureSettings{}.confidence;
+  int max_runs = 5000;
+  double build_cost = 0;
+  double run_spread = 0.2;
 };
 
 struct History {
@@ -71,10 +78,12 @@ struct MethodResult {
   bool exact = false;    // named the true culprit
   bool correct = false;  // exact, or ambiguous with the true culprit among candidates that only skips hide
   std::string verdict;
+  int named = -1;        // the commit named (the main culprit), -1 for none
   int builds = 0;
   int64_t samples = 0;
   int visited = 0, measured = 0;
   int rounds = 0;
+  double wall = 0;       // expensive samples: simulated time to the verdict, in runs (SimLab::clock)
   // Several changes: verified regressions / improvements named, those that are true, and spurious ones.
   int regressions_found = 0, regressions_true = 0, improvements_found = 0, improvements_true = 0;
   bool all_found = false;  // every true regression (and improvement, when asked) named, nothing else
@@ -88,14 +97,22 @@ struct RunOptions {
   int workers = 1;
   bool several = true, report_improvements = false;
   bool use_hashes = true;
+  bool expensive = false;       // single runs, probabilistic bisection (docs/bisect.md, "L3")
   Outcome* outcome = nullptr;  // when set, receives the loop's outcome (the wall-clock model replays it)
+  std::function<void(const std::string&)> log;  // the loop's progress lines (bisect_sim --trace)
 };
 
+// Single runs (expensive samples): each run is a fresh process, its own lognormal noise, outlier and
+// placement offset, seeded by the commit and the run's ordinal; it takes 1 + U(0, run_spread) time units, so
+// that runs in flight together end in a seeded order. clock() is the simulated time at the last run's end.
 class SimLab : public Lab {
  public:
   SimLab(const SimConfig& c, const History& h, uint64_t seed);
   Probe probe(const std::string& sha) override;
   Measured measure(const std::vector<std::string>& shas, const MeasureAsk& ask, const RoundsStop& stop) override;
+  int start_run(const std::string& sha, int ordinal) override;
+  RunDone wait_run() override;
+  double clock() const { return clock_; }
   static std::string sha_of(int i);
   static int index_of(const std::string& sha);
 
@@ -103,6 +120,14 @@ class SimLab : public Lab {
   const SimConfig& c_;
   const History& h_;
   uint64_t seed_;
+  struct Flying {
+    int ticket;
+    double end;
+    RunDone done;
+  };
+  std::vector<Flying> flying_;
+  int tickets_ = 0;
+  double clock_ = 0;
 };
 
 MethodResult run_kbisect(const SimConfig& c, const History& h, uint64_t seed, const RunOptions& opts = {});

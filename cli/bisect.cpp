@@ -58,6 +58,7 @@ int run(const Args& a) {
   if (o.builds_started != o.builds || o.builds_cancelled > 0)
     std::cout << fmt::format("builds: {} started, {} cancelled, {} built ahead and used\n", o.builds_started,
                              o.builds_cancelled, o.builds_ahead_used);
+  if (const std::string rs = bisect::runs_summary(cfg, o); !rs.empty()) std::cout << rs << "\n";
   std::cout << fmt::format("reports: {} {} {}\n", r.result_json, r.report_md, r.report_html);
   if (const std::string d = full.descent_line(); !d.empty()) std::cout << d << "\n";
   std::cout << bisect::final_line(o, r.commits) << std::endl;

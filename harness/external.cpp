@@ -95,27 +95,23 @@ std::map<std::string, std::string> toolchain_env(const Toolchain& tc) {
           {"KBISECT_TOOLCHAIN_IDENTITY", tc.identity}, {"KBISECT_TOOLCHAIN_VERSION", tc.version_text}};
 }
 
-ExternalRun run_external_once(const ExternalMetric& m, const Toolchain* tc, int run_index,
-                              const std::map<std::string, std::string>& extra_env) {
-  std::vector<std::string> argv = m.command;
+ExternalCommand external_command(const ExternalMetric& m, const Toolchain* tc, int run_index,
+                                 const std::map<std::string, std::string>& extra_env) {
+  ExternalCommand c;
+  c.argv = m.command;
   // A relative program path ("./train.sh", "bin/x") is relative to cwd; a bare name is looked up in PATH.
-  if (argv[0].find('/') != std::string::npos && fs::path(argv[0]).is_relative()) argv[0] = (fs::path(m.cwd) / argv[0]).string();
-  RunOptions ro;
-  ro.timeout_s = m.timeout_s;
-  ro.cwd = m.cwd;
-  ro.env_set = m.env;
+  if (c.argv[0].find('/') != std::string::npos && fs::path(c.argv[0]).is_relative())
+    c.argv[0] = (fs::path(m.cwd) / c.argv[0]).string();
+  c.cwd = m.cwd;
+  c.env = m.env;
   if (tc)
-    for (const auto& [k, v] : toolchain_env(*tc)) ro.env_set[k] = v;
-  ro.env_set["KBISECT_RUN_INDEX"] = std::to_string(run_index);
-  for (const auto& [k, v] : extra_env) ro.env_set[k] = v;
-  RunResult r = run_process(argv, ro);
-  const std::string text = m.stream == "stdout" ? r.out : m.stream == "stderr" ? r.err : r.out + r.err;
-  ExternalRun out;
-  out.wall_s = r.wall_s;
-  out.output_tail = tail(text, 2000);
-  if (!r.ok())
-    throw Error(fmt::format("external metric ({}): {} {}; output ends with:\n{}", m.origin, argv_to_display(argv), r.status_text(),
-                            tail(r.out + r.err, 1500)));
+    for (const auto& [k, v] : toolchain_env(*tc)) c.env[k] = v;
+  c.env["KBISECT_RUN_INDEX"] = std::to_string(run_index);
+  for (const auto& [k, v] : extra_env) c.env[k] = v;
+  return c;
+}
+
+double parse_external_value(const ExternalMetric& m, const std::string& text, const std::vector<std::string>& argv) {
   std::string value;
   bool found = false;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), m.re); it != std::sregex_iterator(); ++it) {
@@ -127,11 +123,30 @@ ExternalRun run_external_once(const ExternalMetric& m, const Toolchain* tc, int 
                             argv_to_display(argv), m.parse, m.stream, tail(text, 1500)));
   try {
     size_t pos = 0;
-    out.value = std::stod(value, &pos);
-    if (pos != value.size() || !std::isfinite(out.value)) throw std::invalid_argument(value);
+    const double v = std::stod(value, &pos);
+    if (pos != value.size() || !std::isfinite(v)) throw std::invalid_argument(value);
+    return v;
   } catch (const std::exception&) {
     throw Error(fmt::format("external metric ({}): '{}' captured by '{}' is not a number", m.origin, value, m.parse));
   }
+}
+
+ExternalRun run_external_once(const ExternalMetric& m, const Toolchain* tc, int run_index,
+                              const std::map<std::string, std::string>& extra_env) {
+  const ExternalCommand c = external_command(m, tc, run_index, extra_env);
+  RunOptions ro;
+  ro.timeout_s = m.timeout_s;
+  ro.cwd = c.cwd;
+  ro.env_set = c.env;
+  RunResult r = run_process(c.argv, ro);
+  const std::string text = m.stream == "stdout" ? r.out : m.stream == "stderr" ? r.err : r.out + r.err;
+  ExternalRun out;
+  out.wall_s = r.wall_s;
+  out.output_tail = tail(text, 2000);
+  if (!r.ok())
+    throw Error(fmt::format("external metric ({}): {} {}; output ends with:\n{}", m.origin, argv_to_display(c.argv),
+                            r.status_text(), tail(r.out + r.err, 1500)));
+  out.value = parse_external_value(m, text, c.argv);
   return out;
 }
 

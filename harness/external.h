@@ -59,6 +59,19 @@ struct ExternalRun {
   std::string output_tail;
 };
 
+// The command as run_external_once runs it: argv (a relative program path resolved against cwd), the working
+// directory and the environment it adds (the metric's env, KBISECT_TOOLCHAIN_*, KBISECT_RUN_INDEX, extra_env).
+struct ExternalCommand {
+  std::vector<std::string> argv;
+  std::string cwd;
+  std::map<std::string, std::string> env;
+};
+ExternalCommand external_command(const ExternalMetric& m, const Toolchain* tc = nullptr, int run_index = 0,
+                                 const std::map<std::string, std::string>& extra_env = {});
+// The value in a run's output `text` (the stream the metric reads): the last match of `parse`. Throws Error
+// naming the command (`argv`) and the output's tail when nothing matches or the capture is not a number.
+double parse_external_value(const ExternalMetric& m, const std::string& text, const std::vector<std::string>& argv);
+
 // Runs the command once (argv, timeout, captured output) and parses the value. Throws Error naming the
 // command, its status and the output tail when it fails, times out, prints no match or a non-number.
 ExternalRun run_external_once(const ExternalMetric& m, const Toolchain* tc = nullptr, int run_index = 0,

@@ -1,8 +1,16 @@
 // Temporary git repositories of toolchain specs for the bisector tests, made through the project's process
 // runner with fixed author/committer dates and identity.
 #pragma once
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -131,6 +139,40 @@ chmod +x "$KBISECT_OUT/cc"
 // A descent fixture's inner commit: its in-tree CPU toolchain and the flags the outer build reads.
 inline std::map<std::string, std::string> pin_inner_files(const std::string& flags) {
   return {{"tc.yaml", cpu_toolchain(flags)}, {"flags.txt", flags + "\n"}};
+}
+
+// Runs `kbisect bisect CONFIG --workdir WORKDIR` (stdout and stderr to `log`, `env` added), polls `ready` every
+// 50 ms (for at most 2 minutes; it may throw, e.g. reading a journal being written: that counts as not ready)
+// and kills kbisect with SIGKILL once it says so. True when kbisect died of that kill (not finished before).
+inline bool kill_bisect_when(const std::string& config, const std::string& workdir, const std::string& log,
+                             const std::map<std::string, std::string>& env, const std::function<bool()>& ready) {
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execl(kKbisect.c_str(), kKbisect.c_str(), "bisect", config.c_str(), "--workdir", workdir.c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  bool killed = false;
+  for (int i = 0; i < 2400 && !killed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bool now = false;
+    try {
+      now = ready();
+    } catch (...) {
+    }
+    if (now) {
+      kill(pid, SIGKILL);
+      killed = true;
+    }
+  }
+  if (!killed) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return killed && WIFSIGNALED(status);
 }
 
 // Writes text into r's temporary directory as name; returns the path.

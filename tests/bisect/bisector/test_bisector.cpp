@@ -199,36 +199,11 @@ TEST(Bisect, ResumeAfterKillRepeatsNoBuild) {
   const std::string wd = r.tmp() + "/work";
   const std::string log = r.tmp() + "/first.log";
 
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    setenv("KB_TEST_BUILD_SLEEP", "1", 1);
-    execl(kbtest::kKbisect.c_str(), kbtest::kKbisect.c_str(), "bisect", cfgp.c_str(), "--workdir", wd.c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  // Wait until three builds have finished, then kill -9 (the next build or a measurement is in flight).
-  bool killed = false;
-  for (int i = 0; i < 2400 && !killed; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!kb::file_exists(wd + "/journal.jsonl")) continue;
-    std::vector<json> evs;
-    try {
-      evs = journal_events(wd);
-    } catch (...) {
-      continue;
-    }
-    if (count_events(evs, "build_end") >= 3) {
-      kill(pid, SIGKILL);
-      killed = true;
-    }
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(killed) << kb::read_file(log);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "finished before the kill:\n" << kb::read_file(log);
+  // Once three builds have finished, kill -9 (the next build or a measurement is in flight).
+  const bool killed = kbtest::kill_bisect_when(cfgp, wd, log, {{"KB_TEST_BUILD_SLEEP", "1"}}, [&] {
+    return kb::file_exists(wd + "/journal.jsonl") && count_events(journal_events(wd), "build_end") >= 3;
+  });
+  ASSERT_TRUE(killed) << "not killed, or finished before the kill:\n" << kb::read_file(log);
 
   const auto before = journal_events(wd);
   std::vector<std::string> built_before;
