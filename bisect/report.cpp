@@ -179,6 +179,10 @@ std::string runs_line(const BisectConfig& cfg, const Outcome& o) {
 
 }  // namespace
 
+std::string samples_label(const BisectConfig& cfg) {
+  return cfg.metric == Metric::external ? "samples of the metric" : "timing samples";
+}
+
 std::string runs_summary(const BisectConfig& cfg, const Outcome& o) {
   if (!o.expensive) return "";
   const RunCost c = run_cost(cfg, o);
@@ -297,8 +301,8 @@ std::string report_markdown(const BisectConfig& cfg, const Outcome& o, const std
   md += fmt::format("Range: {} commits, good `{}` .. bad `{}`; metric {}, threshold {}.\n\n", commits.size() - 1,
                     short_sha(commits.front().sha), short_sha(commits.back().sha), metric_label(cfg.metric, cfg.metric_column),
                     cfg.threshold_absolute ? fmt::format("{:g}", cfg.threshold) : fmt::format("{:g}%", 100 * cfg.threshold));
-  md += fmt::format("Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
-                    o.samples, o.wall_s, o.visited, o.measured_steps);
+  md += fmt::format("Spent: {} builds, {} {}, {:.1f} s; {} steps visited, {} measured.\n\n", o.builds,
+                    o.samples, samples_label(cfg), o.wall_s, o.visited, o.measured_steps);
   md += builds_ahead_line(o);
   md += runs_line(cfg, o);
   if (!o.culprits.empty()) {
@@ -409,8 +413,8 @@ std::string report_html(const BisectConfig& cfg, const Outcome& o, const std::ve
                      html_escape(c.author_name), iso_date(c.author_time));
   }
   h += "</p>\n<p>" + html_escape(o.summary) + "</p>\n";
-  h += fmt::format("<p>Spent: {} builds, {} timing samples, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
-                   o.samples, o.wall_s, o.visited, o.measured_steps);
+  h += fmt::format("<p>Spent: {} builds, {} {}, {:.1f} s; {} steps visited, {} measured.</p>\n", o.builds,
+                   o.samples, samples_label(cfg), o.wall_s, o.visited, o.measured_steps);
   if (const std::string b = builds_ahead_line(o); !b.empty()) h += "<p>" + html_escape(b) + "</p>\n";
   if (const std::string r = runs_line(cfg, o); !r.empty()) h += "<p>" + html_escape(r) + "</p>\n";
   if (!o.culprits.empty()) {

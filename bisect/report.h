@@ -29,6 +29,9 @@ ReportPaths write_reports(const BisectConfig& cfg, const Outcome& o, const std::
 
 // Expensive samples: "runs: 23 (at most 3 in flight), 184.0 GPU-hours (8 GPUs x 1 h per run, given)", "" otherwise.
 std::string runs_summary(const BisectConfig& cfg, const Outcome& o);
+// What a sample of the config's metric is called in the reports: "timing samples", or "samples of the metric"
+// for an external one (a run of its command).
+std::string samples_label(const BisectConfig& cfg);
 
 // The CLI's last line: "culprit: <sha> <subject>" or "verdict: <verdict>".
 std::string final_line(const Outcome& o, const std::vector<git::CommitInfo>& commits);

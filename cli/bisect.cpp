@@ -53,8 +53,8 @@ int run(const Args& a) {
     for (int i : o.candidates)
       std::cout << fmt::format("  {} {}\n", r.commits[size_t(i)].sha, r.commits[size_t(i)].subject);
   }
-  std::cout << fmt::format("spent: {} builds, {} timing samples, {:.1f} s ({} steps in {} rounds, {} measured)\n",
-                           o.builds, o.samples, o.wall_s, o.visited, o.rounds, o.measured_steps);
+  std::cout << fmt::format("spent: {} builds, {} {}, {:.1f} s ({} steps in {} rounds, {} measured)\n",
+                           o.builds, o.samples, bisect::samples_label(cfg), o.wall_s, o.visited, o.rounds, o.measured_steps);
   if (o.builds_started != o.builds || o.builds_cancelled > 0)
     std::cout << fmt::format("builds: {} started, {} cancelled, {} built ahead and used\n", o.builds_started,
                              o.builds_cancelled, o.builds_ahead_used);
