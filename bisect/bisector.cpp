@@ -164,15 +164,16 @@ Outcome Loop::run() {
   const Probe& pb = o_.probes[size_t(n - 1)];
   if (pg.case_ids != pb.case_ids)
     throw InputError("the good and bad toolchains give different case lists (check the toolchains' backends)");
-  if (plan_.expensive) return l3_run();
 
+  // Both designs reproduce first (L3: from runs of the metric, bisect/expensive.cpp) and record it alike.
   Step rep;
-  const bool reproduced = reproduce(rep);
+  const bool reproduced = plan_.expensive ? l3_reproduce(rep) : reproduce(rep);
   say("reproduce: " + rep.reason);
   decision_event("reproduce", rep);
   o_.reproduce = rep;
   o_.reproduce_s = now_s() - t0_;
   if (!reproduced) return not_reproduced(rep);
+  if (plan_.expensive) return l3_run();
 
   // ---- steps over a work list of ranges ----
   init_levels(rep);
@@ -195,6 +196,10 @@ Outcome Loop::run() {
 }
 
 Outcome Loop::not_reproduced(const Step& rep) {
+  if (o_.expensive) {  // runs still in flight answer nothing any more: Slurm jobs are cancelled
+    lab_.cancel_runs();
+    while (!flying_.empty()) l3_wait();
+  }
   end_builds();
   if (plan_.builders <= 1) o_.builds_started = o_.builds;
   o_.verdict = rep.measured && rep.decision.verdict == stats::Verdict::unsure ? "inconclusive" : "not-reproduced";

@@ -163,8 +163,12 @@ stats::Decision Loop::l3_ends(int a, int b) {
   }
 }
 
+// Also sets up the L3 state (the journal's runs replayed), so it comes first in an expensive bisection.
 bool Loop::l3_reproduce(Step& rep) {
   const int n = int(plan_.shas.size());
+  o_.expensive = true;
+  skipped_.assign(size_t(n), false);
+  l3_replay();
   rep.phase = "reproduce";
   rep.index = n - 1;
   rep.base_index = 0;
@@ -186,22 +190,10 @@ bool Loop::l3_reproduce(Step& rep) {
   return d.verdict == stats::Verdict::worse;
 }
 
+// After l3_reproduce showed the regression (bisector.cpp): the search, then the outcome.
 Outcome Loop::l3_run() {
   const int n = int(plan_.shas.size());
-  o_.expensive = true;
-  skipped_.assign(size_t(n), false);
-  l3_replay();
-  Step rep;
-  const bool reproduced = l3_reproduce(rep);
-  say("reproduce: " + rep.reason);
-  decision_event("reproduce", rep);
-  o_.reproduce = rep;
-  o_.reproduce_s = now_s() - t0_;
-  if (!reproduced) {
-    lab_.cancel_runs();
-    while (!flying_.empty()) l3_wait();
-    return not_reproduced(rep);
-  }
+  const Step rep = *o_.reproduce;
   levels_ = {{0, 0, 0}, {rep.level, rep.level_lo, rep.level_hi}};
   std::deque<Seg> work = {Seg{0, n - 1, 0, 1, false}};
   work_ = &work;

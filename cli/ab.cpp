@@ -19,20 +19,10 @@ namespace kb::cli {
 namespace {
 
 struct Args {
-  std::string sweep;
+  AbOptions o;  // the flags bind to its fields, so its defaults are the ones --help shows
   std::vector<std::string> toolchains;
   std::string threshold = "0.5%";
-  double alpha = 0.05;
-  double budget_s = 60;
-  int max_pairs = 2048;
-  int block_pairs = 16;
-  int min_blocks = 10;
-  int max_blocks = 160;
-  std::string out;
-  std::string filter;
   std::string format = "table";
-  uint64_t seed = 1;
-  std::string placement = "process";
 };
 
 // The flags are checked here so that messages name them; the library checks the same values by field name.
@@ -48,21 +38,10 @@ void check_flags(const AbOptions& o) {
 int run(const Args& a) {
   if (a.toolchains.size() != 2)
     throw InputError(fmt::format("ab needs exactly two --toolchain options (got {})", a.toolchains.size()));
-  AbOptions o;
-  o.sweep_file = a.sweep;
+  AbOptions o = a.o;
   o.toolchain_a = a.toolchains[0];
   o.toolchain_b = a.toolchains[1];
   o.threshold = parse_fraction(a.threshold, "--threshold");
-  o.alpha = a.alpha;
-  o.budget_s = a.budget_s;
-  o.max_pairs = a.max_pairs;
-  o.pairs_per_block = a.block_pairs;
-  o.min_blocks = a.min_blocks;
-  o.max_blocks = a.max_blocks;
-  o.out_dir = a.out;
-  o.filter = a.filter;
-  o.seed = a.seed;
-  o.placement = a.placement;
   o.log = &progress_log();
   if (a.format != "table" && a.format != "md" && a.format != "json")
     throw InputError(fmt::format("--format: unknown format '{}' (table, md, json)", a.format));
@@ -72,7 +51,7 @@ int run(const Args& a) {
   else if (a.format == "md") std::cout << render_markdown(r.comparison);
   else std::cout << comparison_to_json(r.comparison).dump(2) << "\n";
   if (!r.results_path.empty()) {
-    write_file_atomic(a.out + "/ab.md", render_markdown(r.comparison));
+    write_file_atomic(o.out_dir + "/ab.md", render_markdown(r.comparison));
     std::cerr << "results: " << r.results_path << "\n";
   }
   return exit_code_for(r.comparison);
@@ -83,32 +62,32 @@ Registrar reg("ab",
               "decided (worse/better/same) or its budget runs out (unsure); exit 1 if B is slower beyond the threshold",
               [](CLI::App* app) {
                 auto a = std::make_shared<Args>();
-                app->add_option("SWEEP", a->sweep, "sweep YAML file")->required();
+                app->add_option("SWEEP", a->o.sweep_file, "sweep YAML file")->required();
                 app->add_option("--toolchain", a->toolchains, "toolchain A, then toolchain B (names or files)")
                     ->required();
                 app->add_option("--threshold", a->threshold, "smallest change that matters (e.g. 0.5%)")
                     ->capture_default_str();
-                app->add_option("--alpha", a->alpha, "error rate of calling identical code different")
+                app->add_option("--alpha", a->o.alpha, "error rate of calling identical code different")
                     ->capture_default_str()
                     ->check(CLI::Range(1e-6, 0.499));
-                app->add_option("--budget-s", a->budget_s, "time budget per case in seconds")->capture_default_str();
-                app->add_option("--block-pairs", a->block_pairs,
+                app->add_option("--budget-s", a->o.budget_s, "time budget per case in seconds")->capture_default_str();
+                app->add_option("--block-pairs", a->o.pairs_per_block,
                                 "pairs per block; both sides are loaded afresh for every block (0: one load per "
                                 "side, looks on single pairs)")
                     ->capture_default_str();
-                app->add_option("--min-blocks", a->min_blocks, "first look (blocks): no verdict on fewer placements")
+                app->add_option("--min-blocks", a->o.min_blocks, "first look (blocks): no verdict on fewer placements")
                     ->capture_default_str();
-                app->add_option("--max-blocks", a->max_blocks, "last planned look (blocks)")->capture_default_str();
-                app->add_option("--max-pairs", a->max_pairs, "last planned look (pairs) with --block-pairs 0")
+                app->add_option("--max-blocks", a->o.max_blocks, "last planned look (blocks)")->capture_default_str();
+                app->add_option("--max-pairs", a->o.max_pairs, "last planned look (pairs) with --block-pairs 0")
                     ->capture_default_str();
-                app->add_option("-o,--out", a->out, "directory for ab.json (raw paired samples) and ab.md");
-                app->add_option("--filter", a->filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
+                app->add_option("-o,--out", a->o.out_dir, "directory for ab.json (raw paired samples) and ab.md");
+                app->add_option("--filter", a->o.filter, "regex on case ids (kernel[params]/dtype/MxNxK/toolchain)");
                 app->add_option("--format", a->format, "stdout format: table, md, json")->capture_default_str();
-                app->add_option("--placement", a->placement,
+                app->add_option("--placement", a->o.placement,
                                 "where each block of CPU loads is measured: process (a new kbisect-worker per "
                                 "block, ASLR re-draws everything) or loads (this process, the loads re-placed)")
                     ->capture_default_str();
-                app->add_option("--seed", a->seed, "seed of the interleaving order")->capture_default_str();
+                app->add_option("--seed", a->o.seed, "seed of the interleaving order")->capture_default_str();
                 return [a] { return run(*a); };
               });
 

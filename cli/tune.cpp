@@ -20,12 +20,9 @@ namespace kb::cli {
 namespace {
 
 struct Args {
-  std::string kernel, toolchain, dtype = "f32", table, html, json, device;
+  tune::TuneOptions o;  // the flags bind to its fields, so its defaults are the ones --help shows
+  std::string dtype = "f32", table, html, json;
   std::vector<std::string> shapes, space;
-  double budget_s = 120, alpha = 0.05, max_spill_bytes = tune::PruneRule{}.max_spill_bytes;
-  bool static_only = false;
-  int jobs = 0;
-  uint64_t seed = 1;
 };
 
 // "MR=4,6,8" -> {"MR", [4, 6, 8]}; "MR=" is an empty space (refused by the tuner, naming MR).
@@ -44,16 +41,15 @@ std::pair<std::string, std::vector<ParamValue>> parse_space(const std::string& s
 }
 
 int run(const Args& a) {
-  tune::TuneOptions o;
-  o.kernel = a.kernel;
-  o.toolchain = a.toolchain;
+  tune::TuneOptions o = a.o;
   o.dtype = parse_dtype(a.dtype);
   const triton::UserKernel* user = nullptr;
+  const std::string& kernel = a.o.kernel;
   auto ends = [&](const std::string& tail) {
-    return a.kernel.size() > tail.size() && a.kernel.compare(a.kernel.size() - tail.size(), tail.size(), tail) == 0;
+    return kernel.size() > tail.size() && kernel.compare(kernel.size() - tail.size(), tail.size(), tail) == 0;
   };
   if (ends(".yaml") || ends(".yml")) {  // a user's kernel file: its shapes by name
-    user = &triton::load_user_kernel(a.kernel);
+    user = &triton::load_user_kernel(kernel);
     o.kernel = user->name;
   }
   for (const auto& s : a.shapes) {
@@ -67,19 +63,12 @@ int run(const Args& a) {
       names += (names.empty() ? "" : ", ") + us.label;
     }
     if (o.shapes.empty() || o.shapes.back().label != s)
-      throw InputError(fmt::format("--shape '{}': {} has no such shape (it has: {})", s, a.kernel,
+      throw InputError(fmt::format("--shape '{}': {} has no such shape (it has: {})", s, kernel,
                                    names.empty() ? "none" : names));
   }
   for (const auto& s : a.space) o.space.push_back(parse_space(s));
-  o.budget_s = a.budget_s;
-  o.alpha = a.alpha;
-  o.jobs = a.jobs;
-  o.seed = a.seed;
-  o.device = a.device;
-  o.static_only = a.static_only;
-  if (!(a.max_spill_bytes >= 0))
-    throw InputError(fmt::format("--max-spill-bytes {} must be 0 or more", a.max_spill_bytes));
-  o.prune.max_spill_bytes = a.max_spill_bytes;
+  if (!(o.prune.max_spill_bytes >= 0))
+    throw InputError(fmt::format("--max-spill-bytes {} must be 0 or more", o.prune.max_spill_bytes));
   tune::TuneRun r = tune::run_tune(o, progress_log());
   std::cout << tune::render_tune_table(r);
   if (!a.table.empty()) {
@@ -104,28 +93,28 @@ Registrar reg("tune",
               "model's order, confirm the winner against the built-in default, and record it in a tuned-config table",
               [](CLI::App* app) {
                 auto a = std::make_shared<Args>();
-                app->add_option("KERNEL", a->kernel, "kernel name (see kbisect list), or a user's triton_kernel YAML file")
+                app->add_option("KERNEL", a->o.kernel, "kernel name (see kbisect list), or a user's triton_kernel YAML file")
                     ->required();
-                app->add_option("--toolchain", a->toolchain, "toolchain name or YAML file")->required();
+                app->add_option("--toolchain", a->o.toolchain, "toolchain name or YAML file")->required();
                 app->add_option("--shape", a->shapes, "MxNxK, or a user kernel file's shape name (repeatable)")->required();
                 app->add_option("--dtype", a->dtype, "f32, f16 or bf16")->capture_default_str();
-                app->add_option("--budget-s", a->budget_s, "measuring time per shape in seconds")->capture_default_str();
+                app->add_option("--budget-s", a->o.budget_s, "measuring time per shape in seconds")->capture_default_str();
                 app->add_option("--space", a->space, "NAME=V1,V2,... replaces the declared values (repeatable)");
-                app->add_option("--alpha", a->alpha, "error rate of the race and of the confirming A/B")
+                app->add_option("--alpha", a->o.alpha, "error rate of the race and of the confirming A/B")
                     ->capture_default_str();
-                app->add_option("--jobs", a->jobs, "parallel compiles (0: one per core)")->capture_default_str();
+                app->add_option("--jobs", a->o.jobs, "parallel compiles (0: one per core)")->capture_default_str();
                 app->add_option("-o,--out", a->table, "tuned-config table (JSON) to add the winners to");
                 app->add_option("--html", a->html, "write the search as an HTML page here");
                 app->add_option("--json", a->json, "write the search (every candidate, estimate and measurement) as JSON here");
-                app->add_option("--device", a->device,
+                app->add_option("--device", a->o.device,
                                 "GPU whose public facts the static model uses (default: the target's first, e.g. "
                                 "H100 SXM5 for sm_90a; also H200 SXM, A100 SXM4, B200, MI300X)");
-                app->add_flag("--static-only", a->static_only,
+                app->add_flag("--static-only", a->o.static_only,
                               "rank on the static model only, even where the device can run (nothing is measured)");
-                app->add_option("--max-spill-bytes", a->max_spill_bytes,
+                app->add_option("--max-spill-bytes", a->o.prune.max_spill_bytes,
                                 "GPU: prune a candidate that spills more bytes per thread (stores + loads); "
                                 "default: no bound");
-                app->add_option("--seed", a->seed, "seed of the measuring order")->capture_default_str();
+                app->add_option("--seed", a->o.seed, "seed of the measuring order")->capture_default_str();
                 return [a] { return run(*a); };
               });
 

@@ -30,6 +30,24 @@ struct GpuMutant {
   std::vector<Edit> edits;
 };
 
+// The mutants every path of a tiled GEMM gets, in this order: one K tile skipped (`drop(which)` skips tile
+// `which`: the first, `middle` and `last`), the last row tile and the last column tile left unwritten; then
+// `more`, the path's own.
+inline std::vector<GpuMutant> tile_mutants(const std::string& file, DType d,
+                                           const std::function<Edit(const std::string&)>& drop,
+                                           const std::string& middle, const std::string& last, Edit last_row_unwritten,
+                                           Edit last_column_unwritten, std::vector<GpuMutant> more) {
+  std::vector<GpuMutant> v = {
+      {"K tile dropped (first)", file, d, {drop("0")}},
+      {"K tile dropped (middle)", file, d, {drop(middle)}},
+      {"K tile dropped (last)", file, d, {drop(last)}},
+      {"last row tile not written", file, d, {std::move(last_row_unwritten)}},
+      {"last column tile not written", file, d, {std::move(last_column_unwritten)}},
+  };
+  for (GpuMutant& m : more) v.push_back(std::move(m));
+  return v;
+}
+
 struct MutantBuild {
   std::string what;  // "<mutant or correct>/<dtype>/<toolchain>"
   Artifact art;

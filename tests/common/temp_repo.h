@@ -89,6 +89,12 @@ class TempRepo {
     git({"commit", "-q", "-m", message}, when);
     return git({"rev-parse", "HEAD"});
   }
+  // set_line(rel, n, text), then commit(message, when): a commit that changes one line.
+  std::string commit_line(const std::string& rel, int n, const std::string& text, const std::string& message,
+                          int64_t when) {
+    set_line(rel, n, text);
+    return commit(message, when);
+  }
   // Commits like commit(), with `raw` as the message byte for byte. git commit reads a message that is
   // not UTF-8 as Latin-1 and stores it as UTF-8, so a raw message without an encoding header (as old or
   // converted histories have) is made by rewriting the commit object.

@@ -75,16 +75,14 @@ TEST(Upstream, HunkTrackingThroughIntegratedCommits) {
   r.write_lines("h.txt", "h", 3);
   r.commit("base", day(0));
   r.git({"branch", "fork"});
-  r.set_line("f.txt", 10, "f line 10 by A");
-  std::string a = r.commit("A: change f line 10", day(1));
+  std::string a = r.commit_line("f.txt", 10, "f line 10 by A", "A: change f line 10", day(1));
   r.write("f.txt", "new 1\nnew 2\nnew 3\nnew 4\nnew 5\n" + read_file(r.path() + "/f.txt"));
   std::string i = r.commit("I: five lines on top", day(2));
-  r.set_line("f.txt", 15, "f line 10 by B");  // A's line, shifted by I
-  std::string b = r.commit("B: change A's line again", day(3));
-  r.set_line("f.txt", 10, "f line 5 by C");  // originally line 5: nobody's
-  std::string c = r.commit("C: change old line 5", day(4));
-  r.set_line("h.txt", 1, "h line 1 by D");
-  std::string d = r.commit("D: follow-up\n\nSee " + a.substr(0, 12) + " for context.", day(5));
+  // A's line, shifted by I
+  std::string b = r.commit_line("f.txt", 15, "f line 10 by B", "B: change A's line again", day(3));
+  // originally line 5: nobody's
+  std::string c = r.commit_line("f.txt", 10, "f line 5 by C", "C: change old line 5", day(4));
+  std::string d = r.commit_line("h.txt", 1, "h line 1 by D", "D: follow-up\n\nSee " + a.substr(0, 12) + " for context.", day(5));
   r.git({"rm", "-q", "g.txt"});
   std::string e = r.commit("E: drop g", day(6));
   r.write("g.txt", "g again\n");
@@ -126,10 +124,8 @@ TEST(Upstream, ConflictedPickWithoutTrailerMatchesByAuthor) {
   r.write_lines("a.txt", "a", 10);
   r.commit("base", day(0));
   r.git({"branch", "fork"});
-  r.set_line("a.txt", 1, "a line 1 up");
-  std::string x = r.commit("X: first line", day(1));
-  r.set_line("a.txt", 2, "a line 2 up");
-  r.commit("Y: second line", day(2));
+  std::string x = r.commit_line("a.txt", 1, "a line 1 up", "X: first line", day(1));
+  r.commit_line("a.txt", 2, "a line 2 up", "Y: second line", day(2));
   r.git({"checkout", "-q", "fork"});
   r.git({"cherry-pick", x}, day(3));
   r.set_line("a.txt", 5, "a line 5 adapted");

@@ -31,29 +31,20 @@ struct Pair {
 };
 
 void build_upstream(kbtest::TempRepo& r, std::map<std::string, std::string>& sha) {
-  r.set_line("core.c", 2, "core fixed (#101)");
-  sha["U1"] = r.commit("core: fix (#101)", day(1));
-  r.set_line("two.c", 3, "two v2");
-  sha["U2"] = r.commit("x: feature two (#102)", day(2));
+  sha["U1"] = r.commit_line("core.c", 2, "core fixed (#101)", "core: fix (#101)", day(1));
+  sha["U2"] = r.commit_line("two.c", 3, "two v2", "x: feature two (#102)", day(2));
   r.set_line("three.c", 3, "three v2");
   // Raw Latin-1 (0xEF is "ï"), no encoding header: git log passes the bytes through as they are.
   sha["U3"] = r.commit_raw_message("x: feature three, na\xefve (#103)", day(3));
-  r.set_line("four.c", 3, "four v2");
-  sha["U4"] = r.commit("x: feature four (#104)", day(4));
-  r.set_line("five.c", 3, "five v2");
-  sha["U5"] = r.commit("y: resolved change (#105)", day(5));
-  r.set_line("six.c", 3, "six v2");
-  sha["U6"] = r.commit("z: trailer change (#106)", day(6));
+  sha["U4"] = r.commit_line("four.c", 3, "four v2", "x: feature four (#104)", day(4));
+  sha["U5"] = r.commit_line("five.c", 3, "five v2", "y: resolved change (#105)", day(5));
+  sha["U6"] = r.commit_line("six.c", 3, "six v2", "z: trailer change (#106)", day(6));
   r.write("seven.c", "seven line 1\nseven added A\nseven added B\nseven added C\nseven added D\nseven line 2\n");
   sha["U7"] = r.commit("w: moved context (#107)", day(7));
-  r.set_line("eight.c", 3, "eight v2");
-  sha["U8"] = r.commit("experimental: not for us (#108)", day(8));
-  r.set_line("nine.c", 3, "nine v2");
-  sha["U9"] = r.commit("docs: r\xc3\xa9sum\xc3\xa9 \xe2\x80\x94 caf\xc3\xa9 (#109)", day(9));
-  r.set_line("two.c", 3, "two line 3");
-  sha["U10"] = r.commit("Revert \"x: feature two (#102)\" (#110)\n\nReverts owner/up#102", day(10));
-  r.set_line("two.c", 3, "two v2");
-  sha["U11"] = r.commit("Reland \"x: feature two (#102)\" (#111)", day(11));
+  sha["U8"] = r.commit_line("eight.c", 3, "eight v2", "experimental: not for us (#108)", day(8));
+  sha["U9"] = r.commit_line("nine.c", 3, "nine v2", "docs: r\xc3\xa9sum\xc3\xa9 \xe2\x80\x94 caf\xc3\xa9 (#109)", day(9));
+  sha["U10"] = r.commit_line("two.c", 3, "two line 3", "Revert \"x: feature two (#102)\" (#110)\n\nReverts owner/up#102", day(10));
+  sha["U11"] = r.commit_line("two.c", 3, "two v2", "Reland \"x: feature two (#102)\" (#111)", day(11));
 }
 
 void build_fork(kbtest::TempRepo& r, std::map<std::string, std::string>& sha) {
@@ -65,10 +56,8 @@ void build_fork(kbtest::TempRepo& r, std::map<std::string, std::string>& sha) {
   sha["B"] = r.commit("[Cherry-pick][BUNDLE] Cherry-pick 3 upstream(#102 #103 #104) (#2)\n\n"
                       "Applied (2): #102, #104\n\nSkipped (1):\n- #103 needs the new allocator\n",
                       day(4.5));
-  r.set_line("five.c", 3, "five v2 (resolved for the fork)");
-  sha["P5"] = r.commit("[Cherry-pick][RESOLVED] 'y: resolved change (#105)' (#3)", day(5.5));
-  r.set_line("six.c", 3, "six v2 adapted");
-  sha["P6"] = r.commit("port z change\n\nReactor Cherry-pick Revision: " + sha["U6"] + "\n", day(6.5));
+  sha["P5"] = r.commit_line("five.c", 3, "five v2 (resolved for the fork)", "[Cherry-pick][RESOLVED] 'y: resolved change (#105)' (#3)", day(5.5));
+  sha["P6"] = r.commit_line("six.c", 3, "six v2 adapted", "port z change\n\nReactor Cherry-pick Revision: " + sha["U6"] + "\n", day(6.5));
   r.write("seven.c", "seven line 1 (reformatted)\nseven added A\nseven added B\nseven added C\nseven added D\n"
                      "seven line 2 (reformatted)\n");
   sha["P7"] = r.commit("misc: sync seven (#4)", day(7.5));

@@ -25,12 +25,10 @@ std::vector<GpuMutant> f32_mutants() {
   const std::string kloop = "  for (int k0 = 0; k0 < K; k0 += BK) {\n";
   auto drop = [&](const std::string& which) { return insert_after(kloop, "    if (k0 / BK == " + which + ") continue;\n"); };
   const std::string store = "if (col < N) C[(long long)row * N + col] = acc[i][j];";
-  return {
-      {"K tile dropped (first)", kFile, DType::f32, {drop("0")}},
-      {"K tile dropped (middle)", kFile, DType::f32, {drop("((K + BK - 1) / BK) / 2")}},
-      {"K tile dropped (last)", kFile, DType::f32, {drop("(K + BK - 1) / BK - 1")}},
-      {"last row tile not written", kFile, DType::f32, {{"if (row >= M) continue;", "if (row >= M || (m0 > 0 && m0 + BM >= M)) continue;"}}},
-      {"last column tile not written", kFile, DType::f32, {{"if (col < N) C[", "if (col < N && !(n0 > 0 && n0 + BN >= N)) C["}}},
+  return test::tile_mutants(
+      kFile, DType::f32, drop, "((K + BK - 1) / BK) / 2", "(K + BK - 1) / BK - 1",
+      {"if (row >= M) continue;", "if (row >= M || (m0 > 0 && m0 + BM >= M)) continue;"},
+      {"if (col < N) C[", "if (col < N && !(n0 > 0 && n0 + BN >= N)) C["}, {
       {"A read transposed", kFile, DType::f32, {{"A[(long long)gr * K + gk]", "A[(long long)gk * M + gr]"}}},
       {"B read transposed", kFile, DType::f32, {{"B[(long long)gk * N + gn]", "B[(long long)gn * K + gk]"}}},
       {"tile written over its neighbour", kFile, DType::f32,
@@ -38,7 +36,7 @@ std::vector<GpuMutant> f32_mutants() {
                 "      if (kb_ctaid_x() == 1) C[(long long)row * N + col - BN] = acc[i][j];"}}},
       {"output tile unwritten", kFile, DType::f32,
        {insert_before("    const int row = m0 + ty + i * TY;\n", "    if (m0 == 0 && n0 == 0) return;\n")}},
-  };
+  });
 }
 
 std::vector<GpuMutant> bf16_mutants() {
@@ -53,12 +51,8 @@ std::vector<GpuMutant> bf16_mutants() {
       "          unsigned u_ = __float_as_uint(acc[i_][j_][e_]);\n"
       "          acc[i_][j_][e_] = __uint_as_float((u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u);\n"
       "        }\n";
-  return {
-      {"K tile dropped (first)", kFile, DType::bf16, {drop("0")}},
-      {"K tile dropped (middle)", kFile, DType::bf16, {drop("KT / 2")}},
-      {"K tile dropped (last)", kFile, DType::bf16, {drop("KT - 1")}},
-      {"last row tile not written", kFile, DType::bf16, {guard("!(m0 > 0 && m0 + BM >= M)")}},
-      {"last column tile not written", kFile, DType::bf16, {guard("!(n0 > 0 && n0 + BN >= N)")}},
+  return test::tile_mutants(kFile, DType::bf16, drop, "KT / 2", "KT - 1", guard("!(m0 > 0 && m0 + BM >= M)"),
+                            guard("!(n0 > 0 && n0 + BN >= N)"), {
       // B's rows read with A's leading dimension (K for N), the classic swapped-ld bug. A transposed read
       // (B + gn * K + gk) cannot be a mutant here: its 16-byte cp.async chunks start at any k, and the
       // first one faulted on the H200 (CUDA_ERROR_MISALIGNED_ADDRESS ends the context for every later
@@ -70,7 +64,7 @@ std::vector<GpuMutant> bf16_mutants() {
                  "\n  if (kb_ctaid_x() == 1) kb_store_warp_tile<WM, WN>(C, acc, M, N, m0 + wm0, n0 + wn0 - BN, lane);"}}},
       {"accumulation in the input dtype", kFile, DType::bf16, {insert_after(mma + " smem + (kt % STAGES) * Stage::BYTES, wm0, wn0, lane);", round)}},
       {"output tile unwritten", kFile, DType::bf16, {guard("!(m0 == 0 && n0 == 0)")}},
-  };
+  });
 }
 
 std::vector<GpuMutant> all_mutants() {

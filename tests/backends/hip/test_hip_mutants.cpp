@@ -29,18 +29,14 @@ std::vector<GpuMutant> f32_mutants() {
   auto guard = [&](const std::string& cond) {
     return Edit{store, "if (row < M && col < N && " + cond + ") C[row * N + col] = acc[i][j];"};
   };
-  return {
-      {"K tile dropped (first)", kFile, DType::f32, {drop("0")}},
-      {"K tile dropped (middle)", kFile, DType::f32, {drop("KT / 2")}},
-      {"K tile dropped (last)", kFile, DType::f32, {drop("KT - 1")}},
-      {"last row tile not written", kFile, DType::f32, {guard("!(m0 > 0 && m0 + BM >= M)")}},
-      {"last column tile not written", kFile, DType::f32, {guard("!(n0 > 0 && n0 + BN >= N)")}},
+  return test::tile_mutants(kFile, DType::f32, drop, "KT / 2", "KT - 1", guard("!(m0 > 0 && m0 + BM >= M)"),
+                            guard("!(n0 > 0 && n0 + BN >= N)"), {
       {"tile written over its neighbour", kFile, DType::f32,
        {{store, "if (row < M && col < N && kb_block_x() != 0) C[row * N + col] = acc[i][j];\n"
                 "      if (row < M && kb_block_x() == 1) C[row * N + col - BN] = acc[i][j];"}}},
       {"output tile unwritten", kFile, DType::f32,
        {insert_before("  KB_UNROLL for (int i = 0; i < TM; ++i) {\n    kb_i64 row", "  if (m0 == 0 && n0 == 0) return;\n")}},
-  };
+  });
 }
 
 std::vector<GpuMutant> bf16_mutants() {
@@ -55,18 +51,14 @@ std::vector<GpuMutant> bf16_mutants() {
       "          unsigned u_ = __builtin_bit_cast(unsigned, float(tile.acc[i_][j_][r_]));\n"
       "          tile.acc[i_][j_][r_] = __builtin_bit_cast(float, (u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u);\n"
       "        }\n";
-  return {
-      {"K tile dropped (first)", kFile, DType::bf16, {drop("0")}},
-      {"K tile dropped (middle)", kFile, DType::bf16, {drop("KT / 2")}},
-      {"K tile dropped (last)", kFile, DType::bf16, {drop("KT - 1")}},
-      {"last row tile not written", kFile, DType::bf16, {guard("!(m0 > 0 && m0 + BM >= M)")}},
-      {"last column tile not written", kFile, DType::bf16, {guard("!(n0 > 0 && n0 + BN >= N)")}},
+  return test::tile_mutants(kFile, DType::bf16, drop, "KT / 2", "KT - 1", guard("!(m0 > 0 && m0 + BM >= M)"),
+                            guard("!(n0 > 0 && n0 + BN >= N)"), {
       {"tile written over its neighbour", kFile, DType::bf16,
        {{st, "  if (kb_block_x() != 0) " + st.substr(2) +
                  "\n  if (kb_block_x() == 1) tile.store(C, M, N, m0 + wm * WTM, n0 + wn * WTN - BN, lane);"}}},
       {"accumulation in the input dtype", kFile, DType::bf16, {test::insert_after(mma, round)}},
       {"output tile unwritten", kFile, DType::bf16, {guard("!(m0 == 0 && n0 == 0)")}},
-  };
+  });
 }
 
 std::vector<GpuMutant> all_mutants() {
