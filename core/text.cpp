@@ -108,6 +108,7 @@ YAML::Node yaml_load(const std::string& text, const std::string& origin) {
 }
 
 std::string YamlCtx::at(const YAML::Node& n) const {
+  if (!n.IsDefined()) return origin;  // a missing key has no position (and its Mark() throws)
   const auto& m = n.Mark();
   if (m.line < 0) return origin;
   return fmt::format("{}:{}:{}", origin, m.line + 1, m.column + 1);
@@ -118,7 +119,7 @@ void YamlCtx::fail(const YAML::Node& n, const std::string& msg) const { throw In
 void check_yaml_keys(const YamlCtx& cx, const YAML::Node& n, const std::string& what,
                      const std::vector<std::string>& known) {
   for (auto it = n.begin(); it != n.end(); ++it) {
-    const std::string k = it->first.as<std::string>();
+    const std::string k = yaml_scalar(cx, it->first, "a key of " + what);
     if (std::find(known.begin(), known.end(), k) == known.end()) {
       std::string ks;
       for (const auto& s : known) ks += (ks.empty() ? "" : ", ") + s;
@@ -179,6 +180,7 @@ std::regex checked_regex(const std::string& pattern, std::regex::flag_type flags
 }
 
 std::string yaml_scalar(const YamlCtx& cx, const YAML::Node& n, const std::string& field) {
+  if (!n.IsDefined()) cx.fail(n, fmt::format("'{}' is missing", field));
   if (!n.IsScalar()) cx.fail(n, fmt::format("'{}' must be a scalar", field));
   return n.Scalar();
 }

@@ -245,7 +245,10 @@ std::vector<std::string> ttir_stored_pointers(const std::string& ttir, const std
     const bool has_result = eq != std::string::npos && pct != std::string::npos && pct < eq &&
                             line.find_first_not_of(' ') == pct;
     const std::string rhs = has_result ? line.substr(eq + 3) : line;
-    const std::string op = rhs.substr(rhs.find_first_not_of(' '), rhs.find(' ', rhs.find_first_not_of(' ')) - rhs.find_first_not_of(' '));
+    const size_t op_at = rhs.find_first_not_of(' ');
+    if (op_at == std::string::npos) continue;  // a blank line (or nothing after " = "): no op
+    const size_t op_end = rhs.find(' ', op_at);
+    const std::string op = rhs.substr(op_at, op_end == std::string::npos ? std::string::npos : op_end - op_at);
     const std::vector<std::string> ops = ssa_names(rhs.substr(0, rhs.find(" loc(")));
     if (op == "tt.store" || op == "tt.atomic_rmw" || op == "tt.atomic_cas" || op == "tt.descriptor_store") {
       if (!ops.empty() && from.count(ops[0])) stored.insert(from[ops[0]].begin(), from[ops[0]].end());

@@ -48,6 +48,8 @@ void parse_signature(const YamlCtx& cx, const YAML::Node& sig, UserKernel& k) {
   for (const auto& a : sig) {
     if (!a.IsMap()) cx.fail(a, "each signature entry must be a mapping {name, type[, output]}");
     check_yaml_keys(cx, a, "signature entry", {"name", "type", "output"});
+    for (const char* key : {"name", "type"})
+      if (!a[key]) cx.fail(a, fmt::format("signature entry has no '{}' (each is {{name, type[, output]}})", key));
     TritonArg arg;
     arg.name = yaml_scalar(cx, a["name"], "signature.name");
     arg.type = yaml_scalar(cx, a["type"], "signature.type");
@@ -76,7 +78,7 @@ Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, s
   if (n["values"]) {
     if (!n["values"].IsMap()) cx.fail(n["values"], "'values' must be a mapping of names to integers");
     for (auto it = n["values"].begin(); it != n["values"].end(); ++it) {
-      const std::string key = it->first.as<std::string>();
+      const std::string key = yaml_scalar(cx, it->first, "a key of values");
       const std::string v = yaml_scalar(cx, it->second, "values." + key);
       try {
         s.values[key] = std::stoll(v);
@@ -111,7 +113,7 @@ Shape parse_shape(const YamlCtx& cx, const YAML::Node& n, const UserKernel& k, s
     }
   }
   for (auto it = args ? args.begin() : YAML::const_iterator(); args && it != args.end(); ++it) {
-    const std::string key = it->first.as<std::string>();
+    const std::string key = yaml_scalar(cx, it->first, "a key of args");
     bool known = false;
     for (const auto& a : k.spec.args) known |= a.name == key;
     if (!known) cx.fail(it->first, fmt::format("args.{}: no such argument in the signature", key));
@@ -228,7 +230,7 @@ void declare_options(const YamlCtx& cx, const YAML::Node& t, KernelDeclBuilder& 
   if (const YAML::Node o = t["options"]) {
     if (!o.IsMap()) cx.fail(o, "'options' must be a mapping of Triton compile options to values (num_ctas: 2, maxnreg: 128)");
     for (auto it = o.begin(); it != o.end(); ++it) {
-      const std::string name = it->first.as<std::string>();
+      const std::string name = yaml_scalar(cx, it->first, "a key of options");
       if (!valid_name(name)) cx.fail(it->first, fmt::format("options.{}: not a Triton option name", name));
       declare(name, it->second, {});
     }
@@ -240,7 +242,7 @@ void declare_space(const YamlCtx& cx, const YAML::Node& sp, const UserKernel& k,
                    KernelDeclBuilder& b) {
   if (!sp.IsMap()) cx.fail(sp, "'space' must be a mapping of parameter names to value lists");
   for (auto it = sp.begin(); it != sp.end(); ++it) {
-    const std::string name = it->first.as<std::string>();
+    const std::string name = yaml_scalar(cx, it->first, "a key of space");
     bool constexpr_ = false;
     for (const auto& a : k.spec.args) constexpr_ |= a.type == "constexpr" && a.name == name;
     if (!constexpr_ && !options.count(name)) {
@@ -251,9 +253,11 @@ void declare_space(const YamlCtx& cx, const YAML::Node& sp, const UserKernel& k,
                            "of {})", name, k.spec.function);
       cx.fail(it->first, fmt::format("space.{}: not a constexpr of the kernel nor a declared option{}", name, hint));
     }
-    if (!it->second.IsSequence() || it->second.size() == 0) cx.fail(it->second, fmt::format("space.{} must be a non-empty list", name));
+    // A copy of the node: the iterator's pair is a temporary, and a range-for over its member would outlive it.
+    const YAML::Node list = it->second;
+    if (!list.IsSequence() || list.size() == 0) cx.fail(list, fmt::format("space.{} must be a non-empty list", name));
     std::vector<ParamValue> vals;
-    for (const auto& v : it->second) vals.push_back(yaml_param_value(cx, v, "space." + name));
+    for (const auto& v : list) vals.push_back(yaml_param_value(cx, v, "space." + name));
     b.tunable_values(name, vals);
   }
 }
@@ -270,9 +274,10 @@ KernelDecl make_decl(const YAML::Node& t, const YamlCtx& cx, const UserKernel& k
   for (const auto& a : k.spec.args)
     if (a.type == "constexpr") b.param(a.name, ParamKind::Any, constexpr_value(cx, t, k, py, a.name), "constexpr of " + k.spec.function);
   for (auto it = cx_values ? cx_values.begin() : YAML::const_iterator(); cx_values && it != cx_values.end(); ++it) {
+    const std::string name = yaml_scalar(cx, it->first, "a key of constexprs");
     bool known = false;
-    for (const auto& a : k.spec.args) known |= a.type == "constexpr" && a.name == it->first.as<std::string>();
-    if (!known) cx.fail(it->first, fmt::format("constexprs.{}: not a constexpr of the signature", it->first.as<std::string>()));
+    for (const auto& a : k.spec.args) known |= a.type == "constexpr" && a.name == name;
+    if (!known) cx.fail(it->first, fmt::format("constexprs.{}: not a constexpr of the signature", name));
   }
   std::set<std::string> options;
   declare_options(cx, t, b, options);

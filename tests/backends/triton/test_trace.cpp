@@ -160,6 +160,15 @@ TEST(TritonTrace, ReadsTheSignatureAndTheStoredPointersFromTheTtir) {
             std::vector<std::string>{"%out_ptr"});
 }
 
+// A damaged trace's TTIR (blank lines, nothing after " = ") is read without an exception escaping: the fuzzer
+// found substr past the end there. The store through the pointer is still found.
+TEST(TritonTrace, StoredPointersOfTtirWithBlankAndEmptyLines) {
+  const std::vector<triton::TtirArg> sig = {{"%out_ptr", "*fp32"}, {"%n", "i32"}};
+  const std::string ttir = "\n   \n  %0 = \n  %1 = tt.addptr %out_ptr, %n : !tt.ptr<f32>, i32\n\n"
+                           "  tt.store %1, %2 : !tt.ptr<f32>\n";
+  EXPECT_EQ(triton::ttir_stored_pointers(ttir, sig), std::vector<std::string>{"%out_ptr"});
+}
+
 class TritonTraceImport : public ::testing::Test {
  protected:
   kbtest::TestDir tmp{"kb-trace-test"};

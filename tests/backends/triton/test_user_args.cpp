@@ -158,9 +158,12 @@ TEST(UserArgs, ToleranceByReleaseAndFile) {
       {"dtype: fp16, init: zeros}", "dtype: fp16, strides: [1]}"},    // strides of another rank
       {"dtype: fp16, init: zeros}", "dtype: fp16, init: random}"},    // an unknown init
       {"init: {uniform: [-4, 4]}", "init: {uniform: [4, -4]}"},
+      {"{name: row_stride, type: i32}", "{type: i32}"},  // found by fuzz_yaml: an exception escaped
+      {"{name: row_stride, type: i32}", "{[x]: 1, name: row_stride, type: i32}"},  // the same: a key not a name
   };
   const std::vector<std::string> wants = {"is not the signature's element type", "strides has 1 entries",
-                                          "init must be zeros", "lo 4 is not below hi -4"};
+                                          "init must be zeros", "lo 4 is not below hi -4",
+                                          "signature entry has no 'name'", "'a key of signature entry' must be a scalar"};
   for (size_t i = 0; i < bad_args.size(); ++i) {
     std::string t2 = read_file(kData + "/mutant.yaml");
     t2.replace(t2.find(bad_args[i].first), bad_args[i].first.size(), bad_args[i].second);
