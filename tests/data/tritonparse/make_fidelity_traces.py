@@ -15,10 +15,9 @@
 # per event) and keep the whole source file (enable_full_python_source).
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_traces import install_torch_stub  # noqa: E402
+from make_traces import install_torch_stub, scratch_dir  # noqa: E402
 
 
 class Target:
@@ -79,7 +78,7 @@ def set_target(target, kernel):
 
 def main():
     out_dir = os.path.abspath(sys.argv[1])
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tp-cache-")  # every compile really runs
+    os.environ["TRITON_CACHE_DIR"] = scratch_dir("tp-cache-")  # every compile really runs
     install_torch_stub()
     import tritonparse.structured_logging
     tritonparse.structured_logging.init(out_dir, compression="gzip", enable_full_python_source=True)

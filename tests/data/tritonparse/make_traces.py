@@ -13,7 +13,9 @@
 # The listener imports torch (for the PyTorch compile context, the stack trace and type checks);
 # torch is not installed here, so a stand-in module with just what the listener touches is put on
 # the path (no compile context, the Python stack from the traceback module).
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -44,8 +46,15 @@ TORCH_STUB = {
 }
 
 
+def scratch_dir(prefix):
+    """A temp directory removed when the script exits."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def install_torch_stub():
-    root = tempfile.mkdtemp(prefix="torch-stub-")
+    root = scratch_dir("torch-stub-")
     for rel, text in TORCH_STUB.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -70,7 +79,7 @@ def compile_one(fn, args, constexprs, divisible, num_warps, num_stages):
 
 def main():
     out_dir = os.path.abspath(sys.argv[1])
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tp-cache-")  # every compile really runs
+    os.environ["TRITON_CACHE_DIR"] = scratch_dir("tp-cache-")  # every compile really runs
     install_torch_stub()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tritonparse.structured_logging
