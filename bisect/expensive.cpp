@@ -18,12 +18,6 @@ namespace kb::bisect::loop {
 using json = nlohmann::json;
 using git::short_sha;
 
-namespace {
-
-std::string pct(double log_ratio) { return fmt::format("{:+.2f}%", 100 * std::expm1(log_ratio)); }
-
-}  // namespace
-
 void Loop::l3_replay() {
   const int n = int(plan_.shas.size());
   runs_at_.assign(size_t(n), 0);

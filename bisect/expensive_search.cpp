@@ -14,12 +14,6 @@ namespace kb::bisect::loop {
 
 using git::short_sha;
 
-namespace {
-
-std::string pct(double log_ratio) { return fmt::format("{:+.2f}%", 100 * std::expm1(log_ratio)); }
-
-}  // namespace
-
 Loop::L3State Loop::l3_state(const Seg& g) {
   const int n = g.b - g.a + 1;
   std::vector<double> prior(size_t(n), 1.0);

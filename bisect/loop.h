@@ -2,6 +2,7 @@
 // phases: bisector.cpp (start, reproduce, the work list), search.cpp (the steps over one range) and
 // verify.cpp (a culprit against its parent, the outcome). Not a public header.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -16,7 +17,12 @@
 #include "core/clock.h"
 #include "stats/step_posterior.h"
 
+#include <fmt/format.h>
+
 namespace kb::bisect::loop {
+
+// A log ratio as a signed percentage, "+1.00%" (the runs' effects in the expensive-sample log lines).
+inline std::string pct(double log_ratio) { return fmt::format("{:+.2f}%", 100 * std::expm1(log_ratio)); }
 
 // The seed of one measurement: the run's seed mixed with a hash of the measurement's key.
 uint64_t seed_for(uint64_t seed, const std::string& key);
